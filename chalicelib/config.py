@@ -1,0 +1,125 @@
+"""Engram's settings: one frozen object, read from the environment once (explicit > env > default).
+
+Environment variable names are the module constants below; every field names its unit (``_s`` seconds,
+``_bytes`` bytes, ``_tokens`` tokens). ``Settings.from_env()`` is the only place that reads ``os.environ``
+for configuration; ``settings()`` caches it for the process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from chalicelib.errors import InvalidRequestError
+
+ENV_DATABASE_URL = "DATABASE_URL"
+ENV_DATA_DIR = "ENGRAM_DATA_DIR"
+ENV_TENANT = "ENGRAM_TENANT"
+ENV_EMBEDDING_PROVIDER = "ENGRAM_EMBEDDING_PROVIDER"
+ENV_EMBEDDING_MODEL = "ENGRAM_EMBEDDING_MODEL"
+ENV_EMBEDDING_BASE_URL = "ENGRAM_EMBEDDING_BASE_URL"
+ENV_EMBEDDING_API_KEY = "ENGRAM_EMBEDDING_API_KEY"
+ENV_EMBEDDING_DIMENSIONS = "ENGRAM_EMBEDDING_DIMENSIONS"
+ENV_EMBEDDING_MAX_INPUT_TOKENS = "ENGRAM_EMBEDDING_MAX_INPUT_TOKENS"
+ENV_EMBEDDING_TIMEOUT_S = "ENGRAM_EMBEDDING_TIMEOUT_S"
+ENV_EMBEDDING_MAX_RETRIES = "ENGRAM_EMBEDDING_MAX_RETRIES"
+ENV_AWS_REGION = "AWS_REGION"
+ENV_HNSW_EF_SEARCH = "ENGRAM_HNSW_EF_SEARCH"
+ENV_EXACT_SCAN_MAX_ROWS = "ENGRAM_EXACT_SCAN_MAX_ROWS"
+ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
+
+EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
+
+# Default model per embedding provider.
+DEFAULT_MODELS = {
+    "local": "all-MiniLM-L6-v2",
+    "openai": "text-embedding-3-small",
+    "bedrock": "amazon.titan-embed-text-v2:0",
+    "hashing": "hashing-384",
+}
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".engram"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Process-wide configuration. Build with :meth:`from_env`; tests use ``dataclasses.replace``."""
+
+    database_url: str | None = None  # DATABASE_URL; None → embedded Postgres (pgserver) under data_dir/pg
+    data_dir: Path = dataclasses.field(default_factory=_default_data_dir)  # ENGRAM_DATA_DIR; default ~/.engram
+    tenant: str = "local"  # ENGRAM_TENANT: tenant the CLI acts for
+    embedding_provider: str = "local"  # local | openai | bedrock | hashing (hashing: tests only)
+    embedding_model: str = DEFAULT_MODELS["local"]
+    embedding_base_url: str = "https://api.openai.com/v1"  # any OpenAI-compatible /v1 root
+    embedding_api_key: str | None = None
+    embedding_dimensions: int | None = None  # request shortened vectors (OpenAI text-embedding-3, Titan v2)
+    embedding_max_input_tokens: int | None = None  # override the embedder's input limit (tokens)
+    embedding_timeout_s: float = 60.0
+    embedding_max_retries: int = 6
+    aws_region: str = "us-east-1"
+    hnsw_ef_search: int = 100  # pgvector hnsw.ef_search for unfiltered / broad searches
+    exact_scan_max_rows: int = 50_000  # searches whose scope holds ≤ this many chunks scan exactly (recall 1.0)
+    max_file_bytes: int = 512 * 1024 * 1024  # largest file accepted for ingestion, bytes
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Read every setting from ``environ`` (default ``os.environ``).
+
+        Raises:
+            InvalidRequestError: a variable holds a value of the wrong kind (the message names it).
+        """
+        env = os.environ if environ is None else environ
+        provider = env.get(ENV_EMBEDDING_PROVIDER, "local").strip().lower() or "local"
+        if provider not in EMBEDDING_PROVIDERS:
+            raise InvalidRequestError(
+                f"{ENV_EMBEDDING_PROVIDER}={provider!r} is not one of {', '.join(EMBEDDING_PROVIDERS)}.",
+                param=ENV_EMBEDDING_PROVIDER,
+            )
+        return cls(
+            database_url=env.get(ENV_DATABASE_URL) or None,
+            data_dir=Path(env[ENV_DATA_DIR]).expanduser() if env.get(ENV_DATA_DIR) else _default_data_dir(),
+            tenant=env.get(ENV_TENANT) or "local",
+            embedding_provider=provider,
+            embedding_model=env.get(ENV_EMBEDDING_MODEL) or DEFAULT_MODELS[provider],
+            embedding_base_url=env.get(ENV_EMBEDDING_BASE_URL) or "https://api.openai.com/v1",
+            embedding_api_key=env.get(ENV_EMBEDDING_API_KEY) or env.get("OPENAI_API_KEY") or None,
+            embedding_dimensions=_int(env, ENV_EMBEDDING_DIMENSIONS, None),
+            embedding_max_input_tokens=_int(env, ENV_EMBEDDING_MAX_INPUT_TOKENS, None),
+            embedding_timeout_s=_float(env, ENV_EMBEDDING_TIMEOUT_S, 60.0),
+            embedding_max_retries=_int(env, ENV_EMBEDDING_MAX_RETRIES, 6),
+            aws_region=env.get(ENV_AWS_REGION) or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            hnsw_ef_search=_int(env, ENV_HNSW_EF_SEARCH, 100),
+            exact_scan_max_rows=_int(env, ENV_EXACT_SCAN_MAX_ROWS, 50_000),
+            max_file_bytes=_int(env, ENV_MAX_FILE_BYTES, 512 * 1024 * 1024),
+        )
+
+
+def _int(env: dict[str, str] | os._Environ[str], name: str, default: int | None) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequestError(f"{name} must be an integer, got {raw!r}.", param=name) from None
+
+
+def _float(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidRequestError(f"{name} must be a number, got {raw!r}.", param=name) from None
+
+
+@functools.cache
+def settings() -> Settings:
+    """The process's settings, read from the environment on first call and cached."""
+    return Settings.from_env()

@@ -1,0 +1,41 @@
+"""The embedding port: what every embedder (HTTP, Bedrock, local model, hashing) offers the rest of Engram."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens the way an embedder reads them."""
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` as the embedder's tokenizer sees them, excluding special tokens."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors.
+
+    Attributes:
+        model: model id recorded on each vector store (e.g. ``"all-MiniLM-L6-v2"``).
+        dimension: length of every vector returned.
+        max_input_tokens: tokens of content the model reads per input (special tokens excluded); text past
+            this is silently dropped by the model, so chunks must not exceed it.
+        tokenizer: counts tokens in the same units as ``max_input_tokens``.
+    """
+
+    model: str
+    dimension: int
+    max_input_tokens: int
+    tokenizer: Tokenizer
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` (n strings) → n × ``dimension`` floats, L2-normalised, in input order.
+
+        Raises:
+            UpstreamError / UpstreamTimeoutError / RateLimitError: the service failed after retries.
+            InvalidRequestError: the service rejected the input (e.g. too long).
+        """
+        ...

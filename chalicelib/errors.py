@@ -1,0 +1,135 @@
+"""The one error tree of Engram, rendered as OpenAI's error envelope at the HTTP edge.
+
+Every error a caller can cause or see derives from :class:`EngramError`; each class fixes the HTTP status, the
+OpenAI ``type`` and a default ``code``; an instance may name the offending request field in ``param``.
+Foreign exceptions (psycopg, httpx, botocore, pypdf ...) are translated into this tree where they are caught,
+with ``raise ... from exc``; domain code never catches driver exceptions.
+
+    EngramError (500, server_error)
+    ├── InvalidRequestError (400, invalid_request_error)
+    │   ├── DocumentError (400; code unsupported_file | invalid_file)   a file that cannot be ingested
+    │   └── EmbeddingMismatchError (400; code embedding_model_mismatch)
+    ├── AuthenticationError (401)
+    ├── PermissionDeniedError (403)
+    ├── NotFoundError (404)
+    ├── ConflictError (409)
+    ├── PayloadTooLargeError (413)
+    ├── RateLimitError (429)
+    └── UpstreamError (502)                   an embedding or chat service failed
+        └── UpstreamTimeoutError (504)
+
+The root subclasses Chalice's ``ChaliceUnhandledError`` because only those reach ``@app.middleware`` (chalice
+``app.py`` ``_get_view_function_response``), which is where the envelope is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalice.app import ChaliceUnhandledError
+
+
+class EngramError(ChaliceUnhandledError):
+    """Base of all Engram errors: a message for the caller, plus status, OpenAI type, param and code."""
+
+    status: int = 500
+    type: str = "server_error"
+    default_code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI error envelope: ``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequestError(EngramError):
+    """400: the request is malformed or names something that cannot be used; ``param`` names the field."""
+
+    status = 400
+    type = "invalid_request_error"
+
+
+class DocumentError(InvalidRequestError):
+    """A file Engram cannot ingest. ``code`` is OpenAI's vector-store-file ``last_error.code``:
+    ``unsupported_file`` (a format we do not read) or ``invalid_file`` (damaged, encrypted, no text layer, too big)."""
+
+    default_code = "invalid_file"
+
+
+class UnsupportedFileError(DocumentError):
+    """The file's type is not one Engram parses (see ``chalicelib.ingest.parse.SUPPORTED_EXTENSIONS``)."""
+
+    default_code = "unsupported_file"
+
+
+class EmbeddingMismatchError(InvalidRequestError):
+    """A vector store was created with one embedding model/dimension and is asked to hold or search another."""
+
+    default_code = "embedding_model_mismatch"
+
+
+class AuthenticationError(EngramError):
+    """401: missing or unknown API key."""
+
+    status = 401
+    type = "invalid_request_error"
+    default_code = "invalid_api_key"
+
+
+class PermissionDeniedError(EngramError):
+    """403: the key is valid but may not do this."""
+
+    status = 403
+    type = "invalid_request_error"
+
+
+class NotFoundError(EngramError):
+    """404: no object with that id exists for the caller's tenant (other tenants' objects are 'not found' too)."""
+
+    status = 404
+    type = "invalid_request_error"
+    default_code = "not_found"
+
+
+class ConflictError(EngramError):
+    """409: the object is in a state that forbids the operation (e.g. ambiguous store name)."""
+
+    status = 409
+    type = "invalid_request_error"
+    default_code = "conflict"
+
+
+class PayloadTooLargeError(EngramError):
+    """413: the upload exceeds the configured limit (bytes)."""
+
+    status = 413
+    type = "invalid_request_error"
+    default_code = "file_too_large"
+
+
+class RateLimitError(EngramError):
+    """429: an upstream or our own rate limit; retry later."""
+
+    status = 429
+    type = "rate_limit_error"
+    default_code = "rate_limit_exceeded"
+
+
+class UpstreamError(EngramError):
+    """502: an external model service (embeddings, chat) failed after retries."""
+
+    status = 502
+    type = "server_error"
+    default_code = "upstream_error"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """504: an external model service did not answer within its timeout (seconds, see Settings)."""
+
+    status = 504
+    default_code = "upstream_timeout"

@@ -1,0 +1,1 @@
+"""Ingestion: bytes → text (parse) → chunks (chunk) → vectors (embed) → rows (store); see ``pipeline``."""

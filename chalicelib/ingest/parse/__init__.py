@@ -1,0 +1,82 @@
+"""Document parsers: file bytes → ``ParsedDocument`` (text, page spans), dispatched by file extension.
+
+One module per format: ``text`` (.txt .md), ``csv_`` (.csv), ``json_`` (.json), ``html`` (.html .htm),
+``pdf`` (.pdf, with ``pdf_pypdf``/``pdf_pdfminer``/``pdf_quality``), ``docx`` (.docx, with ``zipguard``).
+Every failure a file can cause surfaces as ``DocumentError`` (``invalid_file``) or ``UnsupportedFileError``
+(``unsupported_file``); library exceptions never escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import PurePosixPath
+
+from chalicelib.errors import DocumentError, UnsupportedFileError
+from chalicelib.ingest.document import ParsedDocument
+from chalicelib.ingest.parse.csv_ import parse_csv
+from chalicelib.ingest.parse.docx import parse_docx
+from chalicelib.ingest.parse.html import parse_html
+from chalicelib.ingest.parse.json_ import parse_json
+from chalicelib.ingest.parse.limits import ParseLimits, display_name
+from chalicelib.ingest.parse.pdf import parse_pdf
+from chalicelib.ingest.parse.text import parse_text
+
+__all__ = ["SUPPORTED_EXTENSIONS", "ParseLimits", "parse_document"]
+
+Parser = Callable[[bytes, str, ParseLimits], ParsedDocument]
+
+_PARSERS: dict[str, Parser] = {
+    ".txt": parse_text,
+    ".md": parse_text,
+    ".csv": parse_csv,
+    ".json": parse_json,
+    ".html": parse_html,
+    ".htm": parse_html,
+    ".pdf": parse_pdf,
+    ".docx": parse_docx,
+}
+
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
+"""File extensions (lower case, with the dot) that ``parse_document`` reads."""
+
+
+def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLimits()) -> ParsedDocument:
+    """Extract the text of one file; the parser is chosen by ``filename``'s extension (case-insensitive).
+
+    Args:
+        data: the whole file, at most ``limits.max_bytes`` bytes.
+        filename: the uploaded name; only its extension matters (and it appears in error messages).
+        limits: bounds on size, pages, characters, nesting and wall-clock seconds (see ``ParseLimits``).
+
+    Returns:
+        ``ParsedDocument`` whose ``text`` has paragraphs separated by blank lines, free of NUL and control
+        characters, NFC-normalised; ``pages`` is filled for PDFs only. The text may be empty (e.g. a blank PDF).
+
+    Raises:
+        UnsupportedFileError: (``unsupported_file``) the extension is not in ``SUPPORTED_EXTENSIONS``.
+        DocumentError: (``invalid_file``) the file is too big, damaged, password-protected, has no text layer,
+            is a zip bomb, nests too deeply, yields more than ``limits.max_chars`` characters, or takes longer
+            than ``limits.timeout_s`` seconds. Any exception from a parsing library is translated to this.
+    """
+    name = display_name(filename)
+    extension = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
+    parser = _PARSERS.get(extension)
+    if parser is None:
+        supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+        what = f"the file type {extension}" if extension else "a file without an extension"
+        raise UnsupportedFileError(f"{name}: {what} is not supported; supported: {supported}")
+    if len(data) > limits.max_bytes:
+        raise DocumentError(f"{name} is {len(data):,} bytes; the limit is {limits.max_bytes:,} bytes")
+    try:
+        document = parser(data, filename, limits)
+    except DocumentError:
+        raise
+    except RecursionError as exc:
+        raise DocumentError(f"{name} is nested too deeply to read") from exc
+    except MemoryError as exc:
+        raise DocumentError(f"{name} needs too much memory to read") from exc
+    except Exception as exc:  # a library failure the format module did not anticipate
+        raise DocumentError(f"{name} could not be read as {extension}: {type(exc).__name__}: {exc}"[:500]) from exc
+    if len(document.text) > limits.max_chars:
+        raise DocumentError(f"{name} yields more than the limit of {limits.max_chars:,} characters of text")
+    return document

@@ -1,0 +1,167 @@
+"""Hybrid search over a tenant's vector stores: validate the request, run both legs per query, fuse, fetch.
+
+Scores: hybrid and keyword-only results carry the normalised reciprocal-rank-fusion score (``fusion``); vector-only
+results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. All scores lie in [0, 1] and
+``score_threshold`` applies to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import psycopg
+
+from chalicelib.config import Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.errors import InvalidRequestError
+from chalicelib.search.filters import compile_filter
+from chalicelib.search.fusion import reciprocal_rank_fusion
+from chalicelib.search.keyword import keyword_search
+from chalicelib.search.vector import VectorScope, vector_search
+from chalicelib.store.db import capabilities
+from chalicelib.store.vector_stores import VectorStore, check_embedding
+
+# OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
+MAX_RESULTS_API = 50
+MAX_RESULTS_INTERNAL = 1000
+# Each leg retrieves at least this many candidates before fusion.
+MIN_CANDIDATES = 100
+RANKERS = ("auto", "default-2024-11-15", "none")
+
+_INDEXED_ROWS = "SELECT coalesce(sum(chunk_count), 0) FROM vector_stores WHERE embedding_dim = %s"
+_FETCH = """
+SELECT c.id, c.vector_store_id, c.file_id, f.filename, c.chunk_index, c.text, c.attributes,
+       c.page_start, c.page_end, c.char_start, c.char_end
+FROM chunks c JOIN files f ON f.id = c.file_id
+WHERE c.tenant_id = %(tenant)s AND c.id = ANY(%(ids)s)"""
+
+
+@dataclass(frozen=True, slots=True)
+class RankingOptions:
+    """OpenAI ``ranking_options``: ``score_threshold`` in [0, 1]; ``hybrid_search`` weights ≥ 0 (at least one > 0)."""
+
+    ranker: str = "auto"
+    score_threshold: float = 0.0
+    embedding_weight: float = 1.0
+    text_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One retrieved chunk; ``score`` in [0, 1]; character offsets into the parsed text; pages 1-based or None."""
+
+    chunk_id: int
+    vector_store_id: str
+    file_id: str
+    filename: str
+    chunk_index: int
+    text: str
+    score: float
+    attributes: dict[str, Any]
+    page_start: int | None
+    page_end: int | None
+    char_start: int
+    char_end: int
+
+
+def parse_ranking_options(raw: Any, *, param: str = "ranking_options") -> RankingOptions:
+    """Validate an OpenAI ``ranking_options`` object (None → defaults).
+
+    Raises:
+        InvalidRequestError: unknown ranker, threshold outside [0, 1], bad or all-zero weights.
+    """
+    if raw is None:
+        return RankingOptions()
+    if not isinstance(raw, dict):
+        raise InvalidRequestError("ranking_options must be an object.", param=param)
+    ranker = raw.get("ranker", "auto")
+    if ranker not in RANKERS:
+        raise InvalidRequestError(f"ranker must be one of {', '.join(RANKERS)}.", param=f"{param}.ranker")
+    threshold = _number(raw.get("score_threshold", 0.0), f"{param}.score_threshold")
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidRequestError("score_threshold must be between 0 and 1.", param=f"{param}.score_threshold")
+    hybrid = raw.get("hybrid_search")
+    embedding_weight = text_weight = 1.0
+    if hybrid is not None:
+        if not isinstance(hybrid, dict):
+            raise InvalidRequestError("hybrid_search must be an object.", param=f"{param}.hybrid_search")
+        embedding_weight = _number(hybrid.get("embedding_weight", 1.0), f"{param}.hybrid_search.embedding_weight")
+        text_weight = _number(hybrid.get("text_weight", 1.0), f"{param}.hybrid_search.text_weight")
+        if embedding_weight < 0 or text_weight < 0 or embedding_weight + text_weight <= 0:
+            raise InvalidRequestError("hybrid_search weights must be ≥ 0 and not both 0.",
+                                      param=f"{param}.hybrid_search")
+    return RankingOptions(ranker, threshold, embedding_weight, text_weight)
+
+
+def _number(value: Any, param: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidRequestError(f"{param.rsplit('.', 1)[-1]} must be a number.", param=param)
+    return float(value)
+
+
+def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore], query: str | Sequence[str], *,
+           embedder: Embedder, settings: Settings, limit: int = 10, filters: Any = None,
+           ranking: RankingOptions = RankingOptions(), max_results: int = MAX_RESULTS_API) -> list[SearchHit]:
+    """Search ``stores`` (all the tenant's, same embedding model) for ``query`` (one string or several, fused).
+
+    Returns at most ``limit`` hits, best first, each with ``score >= ranking.score_threshold``. A filtered or
+    store-scoped search returns ``min(limit, matching chunks)`` hits (before the threshold).
+
+    Raises:
+        InvalidRequestError: empty query, ``limit`` outside 1..``max_results``, bad filters.
+        EmbeddingMismatchError: a store's embedding model differs from ``embedder``'s.
+        UpstreamError: embedding the query failed.
+    """
+    queries = [query] if isinstance(query, str) else list(query)
+    if not queries or any(not isinstance(q, str) or not q.strip() for q in queries):
+        raise InvalidRequestError("query must be a non-empty string or a list of non-empty strings.", param="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_results:
+        raise InvalidRequestError(f"max_num_results must be between 1 and {max_results}.", param="max_num_results")
+    if not stores:
+        return []
+    for store in stores:
+        if store.tenant_id != tenant_id:  # defence in depth: callers load stores by tenant
+            raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids")
+        check_embedding(store, embedder.model, embedder.dimension)
+    where = compile_filter(filters)
+    store_ids = [s.id for s in stores]
+    depth = max(MIN_CANDIDATES, 2 * limit)
+    rankings: list[tuple[float, list[int]]] = []
+    similarity: dict[int, float] = {}
+    if ranking.embedding_weight > 0:
+        caps = capabilities(conn)
+        (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
+        scope = VectorScope(tenant_id, store_ids, embedder.dimension, sum(s.chunk_count for s in stores), int(indexed))
+        for vector in embedder.embed(queries):
+            rows = vector_search(conn, scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
+                                 exact_scan_max_rows=settings.exact_scan_max_rows,
+                                 iterative_scan=caps.iterative_scan, halfvec=caps.halfvec)
+            for chunk_id, distance in rows:
+                similarity[chunk_id] = max(similarity.get(chunk_id, 0.0), 1.0 - distance)
+            rankings.append((ranking.embedding_weight, [chunk_id for chunk_id, _ in rows]))
+    if ranking.text_weight > 0:
+        for q in queries:
+            rows = keyword_search(conn, tenant_id, store_ids, q, depth, where=where)
+            rankings.append((ranking.text_weight, [chunk_id for chunk_id, _ in rows]))
+    if ranking.text_weight > 0:
+        scored = reciprocal_rank_fusion(rankings)
+    else:
+        scored = sorted(((cid, max(0.0, min(1.0, s))) for cid, s in similarity.items()), key=lambda kv: -kv[1])
+    scored = [(cid, s) for cid, s in scored if s >= ranking.score_threshold][:limit]
+    return _fetch(conn, tenant_id, scored)
+
+
+def _fetch(conn: psycopg.Connection, tenant_id: str, scored: list[tuple[Any, float]]) -> list[SearchHit]:
+    if not scored:
+        return []
+    rows = {r[0]: r for r in conn.execute(_FETCH, {"tenant": tenant_id, "ids": [cid for cid, _ in scored]}).fetchall()}
+    hits = []
+    for cid, score in scored:
+        r = rows.get(cid)
+        if r is None:  # deleted between ranking and fetching
+            continue
+        hits.append(SearchHit(chunk_id=r[0], vector_store_id=r[1], file_id=r[2], filename=r[3], chunk_index=r[4],
+                              text=r[5], score=round(score, 6), attributes=r[6], page_start=r[7], page_end=r[8],
+                              char_start=r[9], char_end=r[10]))
+    return hits

@@ -1,0 +1,106 @@
+"""The vector leg: cosine nearest neighbours of a query vector within a tenant's stores.
+
+pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped to one store (or filtered by
+attributes) can silently return fewer than k rows. This leg never does:
+
+1. A scope of at most ``exact_scan_max_rows`` chunks (known from the stores' chunk counts) is scanned exactly:
+   recall 1.0 and, at that size, faster than the graph.
+2. A larger scope uses the partial HNSW index with ``hnsw.ef_search`` raised in proportion to how small a share
+   of the indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and,
+   on pgvector ≥ 0.8, ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until enough rows pass.
+3. If that still yields fewer than ``min(limit, scope)`` rows, the same query is answered exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import psycopg
+from psycopg import sql
+
+from chalicelib.search.filters import CompiledFilter
+from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR_DIM, vector_cast
+
+# pgvector caps hnsw.ef_search at 1,000 (pgvector README, "Query Options").
+MAX_EF_SEARCH = 1000
+# pgvector ≥ 0.8: upper bound on tuples an iterative scan visits (its default is 20,000).
+ITERATIVE_MAX_SCAN_TUPLES = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class VectorScope:
+    """Where to search: the tenant, its store ids, the vector dimension, how many chunks those stores hold and
+    how many chunks of that dimension all stores hold (for sizing ``ef_search``)."""
+
+    tenant_id: str
+    store_ids: Sequence[str]
+    dim: int
+    scope_rows: int
+    indexed_rows: int
+
+
+def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int, *,
+                  where: CompiledFilter | None, ef_search: int, exact_scan_max_rows: int,
+                  iterative_scan: bool, halfvec: bool) -> list[tuple[int, float]]:
+    """Up to ``limit`` ``(chunk_id, cosine_distance)`` pairs, nearest first (distance in [0, 2]).
+
+    Returns ``min(limit, matching chunks)`` rows: exact whenever the HNSW pass comes up short.
+    """
+    if scope.scope_rows == 0 or limit <= 0:
+        return []
+    indexable = scope.dim <= (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
+    if indexable and scope.scope_rows > exact_scan_max_rows:
+        share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
+        ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))
+        rows = _hnsw(conn, scope, query_vector, limit, where, ef, iterative_scan, halfvec)
+        if len(rows) >= min(limit, scope.scope_rows):
+            return rows
+    return _exact(conn, scope, query_vector, limit, where)
+
+
+def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:
+    params: dict[str, Any] = {"tenant": scope.tenant_id, "stores": list(scope.store_ids), "dim": scope.dim}
+    clause = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s) AND embedding_dim = %(dim)s")
+    if where is not None:
+        clause = sql.SQL("{} AND {}").format(clause, where.expression)
+        params.update(where.params)
+    return clause, params
+
+
+def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int,
+          where: CompiledFilter | None, ef: int, iterative_scan: bool, halfvec: bool) -> list[tuple[int, float]]:
+    clause, params = _scope_sql(scope, where)
+    cast = vector_cast(scope.dim, halfvec=halfvec)
+    # The ORDER BY expression must match the partial index expression exactly for the planner to use it.
+    distance = sql.SQL("(embedding::{cast} <=> %(q)s::{cast})").format(cast=cast)
+    statement = sql.SQL("SELECT id, {d} AS distance FROM chunks WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
+        d=distance, where=clause)
+    params.update(q=_as_list(query_vector), limit=limit)
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
+        if iterative_scan:
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES)))
+        rows = conn.execute(statement, params).fetchall()
+    # relaxed_order may return rows slightly out of order: re-sort by the distance it computed.
+    return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: r[1])
+
+
+def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int,
+           where: CompiledFilter | None) -> list[tuple[int, float]]:
+    clause, params = _scope_sql(scope, where)
+    # `embedding <=> q` (no cast) cannot use the expression index: the planner reads the scope through
+    # chunks_scope and sorts, i.e. an exact k-NN.
+    statement = sql.SQL(
+        "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks WHERE {where} "
+        "ORDER BY distance LIMIT %(limit)s").format(where=clause)
+    params.update(q=_as_list(query_vector), limit=limit)
+    return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
+
+
+def _as_list(vector: Sequence[float]) -> Any:
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32)

@@ -1,0 +1,52 @@
+"""Content-hash embedding cache: a chunk text embedded once with a model is never embedded again for the tenant.
+
+Keyed by (tenant, model, SHA-256 of the UTF-8 text); scoped per tenant so no tenant can probe what another has
+embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+import psycopg
+
+_LOOKUP = """
+SELECT sha256, embedding FROM embedding_cache
+WHERE tenant_id = %(tenant)s AND model = %(model)s AND sha256 = ANY(%(hashes)s)"""
+_STAGE = "CREATE TEMP TABLE IF NOT EXISTS embedding_cache_stage (sha256 bytea, embedding vector) ON COMMIT DELETE ROWS"
+_COPY_STAGE = "COPY embedding_cache_stage (sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+_MERGE = """
+INSERT INTO embedding_cache (tenant_id, model, sha256, embedding)
+SELECT %(tenant)s, %(model)s, sha256, embedding FROM embedding_cache_stage
+ON CONFLICT DO NOTHING"""
+
+
+def text_hash(text: str) -> bytes:
+    """SHA-256 digest (32 bytes) of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def lookup(conn: psycopg.Connection, tenant_id: str, model: str, hashes: Sequence[bytes]) -> dict[bytes, Any]:
+    """Cached vectors for the given text hashes: ``{sha256: vector}`` for the hits only."""
+    if not hashes:
+        return {}
+    rows = conn.execute(_LOOKUP, {"tenant": tenant_id, "model": model, "hashes": list(set(hashes))}).fetchall()
+    return {bytes(h): vec for h, vec in rows}
+
+
+def store(conn: psycopg.Connection, tenant_id: str, model: str, items: Sequence[tuple[bytes, Any]]) -> None:
+    """Add ``(sha256, vector)`` pairs to the cache (existing keys are kept)."""
+    if not items:
+        return
+    from chalicelib.store.vector_stores import ensure_tenant
+
+    ensure_tenant(conn, tenant_id)
+    with conn.transaction():
+        conn.execute(_STAGE)
+        with conn.cursor() as cur:
+            with cur.copy(_COPY_STAGE) as copy:
+                copy.set_types(["bytea", "vector"])
+                for digest, vector in items:
+                    copy.write_row((digest, vector))
+        conn.execute(_MERGE, {"tenant": tenant_id, "model": model})

@@ -1,0 +1,1 @@
+"""The ``engram`` command line: ingest, search, stores, stats, delete, demo."""

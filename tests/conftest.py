@@ -1,0 +1,70 @@
+"""Shared fixtures: one embedded Postgres + pgvector for the session (or DATABASE_URL when set), a fresh schema
+per test module, the hashing embedder for fast paths, and the shared data folder when present."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from chalicelib.config import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A server URL: $DATABASE_URL, else an embedded pgserver in a temporary folder."""
+    if os.environ.get("DATABASE_URL"):
+        return os.environ["DATABASE_URL"]
+    from chalicelib.store.embedded import embedded_database_url
+
+    return embedded_database_url(tmp_path_factory.mktemp("pg"))
+
+
+@pytest.fixture(scope="module")
+def module_database(database_url: str) -> str:
+    """A fresh database per test module (isolated schema and statistics)."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return psycopg.conninfo.make_conninfo(database_url, dbname=name)
+
+
+@pytest.fixture(scope="module")
+def settings(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings pointing at the module's database, hashing embedder, exact-scan threshold kept default."""
+    return dataclasses.replace(Settings(), database_url=module_database, embedding_provider="hashing",
+                               embedding_model="hashing-384", data_dir=tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture()
+def conn(settings: Settings):
+    """An autocommit connection to the module's migrated database."""
+    from chalicelib.store.db import connect
+
+    connection = connect(settings)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture(scope="session")
+def hashing_embedder():
+    """The deterministic feature-hashing embedder (384 dimensions) — fast, tests only."""
+    from chalicelib.embed.hashing import HashingEmbedder
+
+    return HashingEmbedder(dimension=384)
+
+
+@pytest.fixture(scope="session")
+def docs_dir() -> Path:
+    """``../shared/data/docs`` (the module skips when it is absent)."""
+    path = SHARED_DATA / "docs"
+    if not path.is_dir():
+        pytest.skip("../shared/data/docs is not present")
+    return path

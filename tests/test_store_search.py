@@ -1,0 +1,236 @@
+"""Storage and search against real Postgres + pgvector: ingest, replace, statistics, filters, tenants, HNSW."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+
+import pytest
+
+from chalicelib.errors import EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.ingest.pipeline import ingest_bytes
+from chalicelib.search.keyword import BM25_B, BM25_K1, keyword_search
+from chalicelib.search.service import RankingOptions, search
+from chalicelib.store import files as file_rows
+from chalicelib.store import vector_stores
+
+TEXT_A = b"""Postgres stores rows in heap pages.
+
+pgvector adds a vector type and HNSW indexes to Postgres. HNSW is a graph index for nearest neighbours.
+
+The quick brown fox jumps over the lazy dog."""
+TEXT_B = b"""Cats sleep for most of the day.
+
+Dogs bark at night, and foxes are quick and brown."""
+
+
+def _store(conn, tenant, name, embedder):
+    return vector_stores.find_or_create(conn, tenant, name, model=embedder.model, dim=embedder.dimension)
+
+
+def _consistent_stats(conn, store_id):
+    """BM25 statistics equal what the chunks imply."""
+    rows = conn.execute("SELECT keywords, keyword_length FROM chunks WHERE vector_store_id = %s", (store_id,)).fetchall()
+    df = Counter()
+    for keywords, _ in rows:
+        for lexeme in {part.split(":")[0].strip("'") for part in keywords.split(" ") if part}:
+            df[lexeme] += 1
+    stored = {lex: n for lex, n in conn.execute(
+        "SELECT lexeme, df FROM keyword_stats WHERE vector_store_id = %s AND df > 0", (store_id,)).fetchall()}
+    count, length = conn.execute("SELECT chunk_count, keyword_length FROM vector_stores WHERE id = %s",
+                                 (store_id,)).fetchone()
+    assert count == len(rows)
+    assert length == sum(r[1] for r in rows)
+    assert stored == dict(df)
+
+
+def test_ingest_search_and_reingest(conn, settings, hashing_embedder):
+    store = _store(conn, "t1", "kb", hashing_embedder)
+    first = ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    assert first.status == "completed" and first.chunk_count >= 1 and first.embedded == first.chunk_count
+    ingest_bytes(conn, "t1", store, filename="b.md", data=TEXT_B, embedder=hashing_embedder,
+                 attributes={"kind": "animals", "year": 2024})
+    _consistent_stats(conn, store.id)
+
+    # Unchanged content is skipped; nothing is embedded again.
+    again = ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    assert again.status == "skipped" and again.file_id == first.file_id
+
+    # Changed content replaces the old chunks under the same file id; unchanged chunks come from the cache.
+    changed = TEXT_A + b"\n\nA new closing paragraph about vector databases."
+    redo = ingest_bytes(conn, "t1", store, filename="a.txt", data=changed, embedder=hashing_embedder)
+    assert redo.status == "completed" and redo.file_id == first.file_id
+    n = conn.execute("SELECT count(*) FROM chunks WHERE file_id = %s", (first.file_id,)).fetchone()[0]
+    assert n == redo.chunk_count
+    assert conn.execute("SELECT count(DISTINCT chunk_index) FROM chunks WHERE file_id = %s",
+                        (first.file_id,)).fetchone()[0] == n
+    _consistent_stats(conn, store.id)
+
+    store = vector_stores.get(conn, "t1", store.id)
+    hits = search(conn, "t1", [store], "HNSW graph index", embedder=hashing_embedder, settings=settings, limit=5)
+    assert hits and hits[0].filename == "a.txt" and "HNSW" in hits[0].text
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+    only = search(conn, "t1", [store], "quick brown fox", embedder=hashing_embedder, settings=settings, limit=5,
+                  filters={"type": "eq", "key": "kind", "value": "animals"})
+    assert only and {h.filename for h in only} == {"b.md"}
+    assert only[0].attributes == {"kind": "animals", "year": 2024}
+
+
+def test_failed_file_keeps_no_chunks(conn, hashing_embedder):
+    store = _store(conn, "t1", "failing", hashing_embedder)
+    result = ingest_bytes(conn, "t1", store, filename="x.exe", data=b"MZ\x00\x01", embedder=hashing_embedder)
+    assert result.status == "failed" and result.error["code"] == "unsupported_file"
+    row = file_rows.get_store_file(conn, "t1", store.id, result.file_id)
+    assert row.status == "failed" and row.last_error["code"] == "unsupported_file"
+    assert conn.execute("SELECT count(*) FROM chunks WHERE file_id = %s", (result.file_id,)).fetchone()[0] == 0
+
+
+def test_embedding_model_mismatch_is_refused(conn, hashing_embedder):
+    vector_stores.create(conn, "t1", name="other-model", model="text-embedding-3-small", dim=1536)
+    store = vector_stores.find(conn, "t1", "other-model")
+    with pytest.raises(EmbeddingMismatchError) as info:
+        ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    assert "text-embedding-3-small" in info.value.message and info.value.status == 400
+
+
+def test_tenant_isolation_at_the_storage_layer(conn, settings, hashing_embedder):
+    a = _store(conn, "tenant-a", "secret", hashing_embedder)
+    ingest_bytes(conn, "tenant-a", a, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    b = _store(conn, "tenant-b", "secret", hashing_embedder)
+    assert a.id != b.id
+    with pytest.raises(NotFoundError):
+        vector_stores.get(conn, "tenant-b", a.id)
+    assert vector_stores.find(conn, "tenant-b", a.id) is None
+    assert vector_stores.find(conn, "tenant-b", "secret").id == b.id  # the shared name resolves to B's own store
+    # Tenant B naming A's store id directly still sees nothing: every statement filters on tenant_id.
+    assert keyword_search(conn, "tenant-b", [a.id], "HNSW Postgres", 10, where=None) == []
+    forged = dataclasses.replace(vector_stores.get(conn, "tenant-a", a.id), tenant_id="tenant-b")
+    assert search(conn, "tenant-b", [forged], "HNSW", embedder=hashing_embedder, settings=settings) == []
+    with pytest.raises(NotFoundError):
+        file_rows.get_file(conn, "tenant-b", file_rows.list_store_files(conn, "tenant-a", a.id)[0].file_id)
+
+
+def test_bm25_matches_a_reference_implementation(conn, hashing_embedder):
+    store = _store(conn, "t1", "bm25", hashing_embedder)
+    docs = {f"d{i}.txt": text for i, text in enumerate([
+        b"apple banana apple cherry", b"banana banana banana", b"cherry date elderberry fig grape",
+        b"apple", b"fig fig fig fig apple banana cherry date"])}
+    for name, data in docs.items():
+        ingest_bytes(conn, "t1", store, filename=name, data=data, embedder=hashing_embedder)
+    store = vector_stores.get(conn, "t1", store.id)
+    got = dict(keyword_search(conn, "t1", [store.id], "apple fig", 10, where=None))
+    rows = conn.execute("SELECT id, keywords::text FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchall()
+    tfs = {}
+    for cid, kw in rows:
+        tf = {}
+        for part in kw.split(" "):
+            lexeme, _, positions = part.partition(":")
+            tf[lexeme.strip("'")] = len(positions.split(","))
+        tfs[cid] = tf
+    n = len(tfs)
+    avgdl = sum(sum(tf.values()) for tf in tfs.values()) / n
+    expected = {}
+    for cid, tf in tfs.items():
+        score = 0.0
+        for term in ("appl", "fig"):
+            df = sum(term in t for t in tfs.values())
+            if term in tf:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                dl = sum(tf.values())
+                score += idf * tf[term] * (BM25_K1 + 1) / (tf[term] + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+        if score:
+            expected[cid] = score
+    assert got.keys() == expected.keys()
+    for cid in expected:
+        assert got[cid] == pytest.approx(expected[cid], rel=1e-9)
+
+
+def test_filtered_hnsw_search_returns_min_k_matching(conn, settings, hashing_embedder):
+    """Force the HNSW path (exact_scan_max_rows=0) on a small store next to a big one: every query still gets
+    min(k, matching) rows."""
+    big = _store(conn, "t2", "big", hashing_embedder)
+    lines = "\n\n".join(f"Paragraph {i} about topic {i % 17} with words w{i} x{i % 5}." for i in range(1500))
+    ingest_bytes(conn, "t2", big, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
+                 chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+    small = _store(conn, "t2", "small", hashing_embedder)
+    for i in range(4):
+        ingest_bytes(conn, "t2", small, filename=f"s{i}.txt", data=f"Small document {i} about topic {i}.".encode(),
+                     embedder=hashing_embedder, attributes={"n": i, "tag": "even" if i % 2 == 0 else "odd"})
+    forced = dataclasses.replace(settings, exact_scan_max_rows=0, hnsw_ef_search=10)
+    small = vector_stores.get(conn, "t2", small.id)
+    big = vector_stores.get(conn, "t2", big.id)
+    assert big.chunk_count > 100
+    vector_only = RankingOptions(text_weight=0.0)
+    for query in ("topic", "document about topic 3", "zebra"):
+        hits = search(conn, "t2", [small], query, embedder=hashing_embedder, settings=forced, limit=10, ranking=vector_only)
+        assert len(hits) == 4
+        odd = search(conn, "t2", [small], query, embedder=hashing_embedder, settings=forced, limit=10,
+                     ranking=vector_only, filters={"type": "eq", "key": "tag", "value": "odd"})
+        assert sorted(h.attributes["n"] for h in odd) == [1, 3]
+    both = search(conn, "t2", [small, big], "topic 3", embedder=hashing_embedder, settings=forced, limit=50)
+    assert len(both) == 50
+
+
+@pytest.mark.parametrize("filters, expected", [
+    pytest.param({"type": "eq", "key": "n", "value": 2}, [2], id="eq-number"),
+    pytest.param({"type": "ne", "key": "tag", "value": "even"}, [1, 3, 9], id="ne-matches-missing-key"),
+    pytest.param({"type": "gt", "key": "n", "value": 1}, [2, 3], id="gt"),
+    pytest.param({"type": "lte", "key": "n", "value": 1.5}, [0, 1], id="lte-float"),
+    pytest.param({"type": "in", "key": "n", "value": [0, 3, 7]}, [0, 3], id="in"),
+    pytest.param({"type": "nin", "key": "n", "value": [0, 3]}, [1, 2, 9], id="nin-matches-missing-key"),
+    pytest.param({"type": "eq", "key": "flag", "value": True}, [2], id="eq-bool"),
+    pytest.param({"type": "gte", "key": "tag", "value": "f"}, [1, 3], id="gte-string"),
+    pytest.param({"type": "or", "filters": [{"type": "eq", "key": "n", "value": 0},
+                                            {"type": "and", "filters": [{"type": "eq", "key": "tag", "value": "odd"},
+                                                                        {"type": "gt", "key": "n", "value": 2}]}]},
+                 [0, 3], id="nested"),
+    pytest.param({"type": "eq", "key": "n'); DROP TABLE chunks; --", "value": "x' OR '1'='1"}, [], id="hostile"),
+])
+def test_filters_select_the_right_files(conn, settings, hashing_embedder, filters, expected):
+    store = vector_stores.find(conn, "t3", "filters")
+    if store is None:
+        store = _store(conn, "t3", "filters", hashing_embedder)
+        for i, attrs in enumerate([{"n": 0, "tag": "even"}, {"n": 1, "tag": "odd"},
+                                   {"n": 2, "tag": "even", "flag": True}, {"n": 3, "tag": "odd", "flag": False}]):
+            ingest_bytes(conn, "t3", store, filename=f"f{i}.txt", data=f"shared words file {i}".encode(),
+                         embedder=hashing_embedder, attributes=attrs)
+        ingest_bytes(conn, "t3", store, filename="f9.txt", data=b"shared words file nine", embedder=hashing_embedder,
+                     attributes={"other": 1})
+        store = vector_stores.get(conn, "t3", store.id)
+    hits = search(conn, "t3", [store], "shared words", embedder=hashing_embedder, settings=settings, limit=20,
+                  filters=filters)
+    got = sorted({int(h.filename[1:-4]) if h.filename != "f9.txt" else 9 for h in hits})
+    assert got == expected
+    assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] > 0  # the hostile key dropped nothing
+
+
+@pytest.mark.parametrize("filters, param", [
+    pytest.param({"type": "like", "key": "a", "value": 1}, "filters.type", id="bad-type"),
+    pytest.param({"type": "eq", "value": 1}, "filters.key", id="no-key"),
+    pytest.param({"type": "eq", "key": "a"}, "filters.value", id="no-value"),
+    pytest.param({"type": "in", "key": "a", "value": 3}, "filters.value", id="in-not-list"),
+    pytest.param({"type": "gt", "key": "a", "value": True}, "filters.value", id="gt-bool"),
+    pytest.param({"type": "and", "filters": []}, "filters.filters", id="empty-and"),
+    pytest.param({"type": "and", "filters": [{"type": "eq", "key": "k" * 65, "value": 1}]}, "filters.filters[0].key",
+                 id="long-key"),
+    pytest.param("not an object", "filters", id="string"),
+])
+def test_filter_grammar_errors_name_the_param(filters, param):
+    from chalicelib.search.filters import compile_filter
+
+    with pytest.raises(InvalidRequestError) as info:
+        compile_filter(filters)
+    assert info.value.param == param and info.value.status == 400
+
+
+def test_search_validates_limits(conn, settings, hashing_embedder):
+    store = _store(conn, "t1", "limits", hashing_embedder)
+    for bad in (0, 51, True):
+        with pytest.raises(InvalidRequestError) as info:
+            search(conn, "t1", [store], "q", embedder=hashing_embedder, settings=settings, limit=bad)
+        assert info.value.param == "max_num_results"
+    with pytest.raises(InvalidRequestError):
+        search(conn, "t1", [store], "   ", embedder=hashing_embedder, settings=settings)
