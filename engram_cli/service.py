@@ -17,9 +17,9 @@ from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 
 DEMO_QUERIES = (
-    "How does a tracing JIT specialize types in dynamic languages?",
-    "password protected encryption",
-    "Here's to the crazy ones",
+    "why do filtered vector searches return too few results?",
+    "inverse document frequency",
+    "what happened with the password-protected PDF?",
 )
 _MODES = {"hybrid": (1.0, 1.0), "vector": (1.0, 0.0), "keyword": (0.0, 1.0)}
 _SNIPPET_CHARS = 240

@@ -16,13 +16,14 @@ CELL_SEPARATOR = " | "
 _SNIFF_CHARS = 16_384
 _DELIMITERS = ",;\t|"
 _CHECK_EVERY_ROWS = 1000
+_MAX_HEADER_CELL_CHARS = 60
 
 
 def parse_csv(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     """Parse a CSV file into text: one line per row, one block for the table.
 
-    The delimiter (``, ; TAB |``) is sniffed from the first 16 KiB, defaulting to comma. If ``csv.Sniffer`` judges
-    the first row a header, each later row renders as ``"Col A: v1 | Col B: v2"`` (empty cells omitted) so that
+    The delimiter (``, ; TAB |``) is sniffed from the first 16 KiB, defaulting to comma. If the first row looks
+    like a header (see ``_sniff``), it is kept as the first line and each later row renders as ``"Col A: v1 | Col B: v2"`` (empty cells omitted) so that
     every row carries its labels; otherwise rows render as ``"v1 | v2"``. Raises ``DocumentError``
     (``invalid_file``) on malformed CSV (including a cell over ``csv.field_size_limit()``, 131,072 characters by
     default; that limit is process-wide, so it is not changed here) or when ``limits`` (time, characters) are
@@ -53,6 +54,8 @@ def parse_csv(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument
 
 
 def _sniff(sample: str) -> tuple[type[csv.Dialect] | csv.Dialect, bool]:
+    """The dialect, and whether the first row is a header: ``csv.Sniffer`` says so, or its cells look like
+    column names (2+ cells, all non-empty, distinct, non-numeric, at most ``_MAX_HEADER_CELL_CHARS`` long)."""
     sniffer = csv.Sniffer()
     try:
         dialect: type[csv.Dialect] | csv.Dialect = sniffer.sniff(sample, delimiters=_DELIMITERS)
@@ -62,11 +65,33 @@ def _sniff(sample: str) -> tuple[type[csv.Dialect] | csv.Dialect, bool]:
         has_header = sniffer.has_header(sample)
     except csv.Error:
         has_header = False
+    if not has_header:
+        try:
+            first = next(csv.reader(io.StringIO(sample, newline=""), dialect), [])
+        except csv.Error:
+            first = []
+        cells = [cell.strip() for cell in first]
+        has_header = (
+            len(cells) >= 2
+            and all(cells)
+            and len(set(cells)) == len(cells)
+            and all(len(cell) <= _MAX_HEADER_CELL_CHARS and not _is_number(cell) for cell in cells)
+        )
     return dialect, has_header
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell.replace(",", ""))
+    except ValueError:
+        return False
+    return True
 
 
 def _render_row(cells: list[str], header: list[str] | None) -> str:
     if header is None:
+        while cells and not cells[-1]:
+            cells.pop()
         return CELL_SEPARATOR.join(cells)
     parts = []
     for i, cell in enumerate(cells):

@@ -2,7 +2,8 @@
 
 pdfminer reads files pypdf cannot (no xref table, broken page trees - it scans for objects) and decodes some
 CJK fonts pypdf mis-maps. It is slower (layout analysis) and does not bound stream decompression, so it only runs
-when pypdf failed or produced empty or garbage text.
+when pypdf failed or produced empty or garbage text; the deadline is checked on every object lookup. Residual
+risk: a compressed stream that inflates enormously is decompressed in full (pdfminer has no output bound).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def extract_with_pdfminer(
     time/character limits are exceeded.
     """
     try:
-        document = PDFDocument(PDFParser(io.BytesIO(data)), password="")
+        document = _DeadlineDocument(PDFParser(io.BytesIO(data)), password="", deadline=deadline)
     except PDFPasswordIncorrect as exc:
         raise password_error(name) from exc
     except Exception as exc:  # PDFSyntaxError, PDFEncryptionError, RecursionError, ... from a damaged file
@@ -71,6 +72,20 @@ def extract_with_pdfminer(
     except Exception as exc:  # walking a damaged page tree
         raise PdfUnreadable(f"pdfminer: {type(exc).__name__}: {exc}") from exc
     return PdfPages(texts=texts, failed_pages=failed, has_images=has_images, parser="pdfminer")
+
+
+class _DeadlineDocument(PDFDocument):
+    """A ``PDFDocument`` that checks the deadline on every object lookup, so that loops inside pdfminer (a page
+    tree listing one object a million times, a huge resource dictionary) stop on time, not only between pages."""
+
+    def __init__(self, parser: PDFParser, *, password: str, deadline: Deadline) -> None:
+        self._deadline = deadline
+        super().__init__(parser, password=password)
+
+    def getobj(self, objid: int) -> object:
+        """``PDFDocument.getobj`` after ``Deadline.check`` (raises ``DocumentError`` once time is up)."""
+        self._deadline.check()
+        return super().getobj(objid)
 
 
 def _render(layout: LTContainer) -> tuple[str, bool]:

@@ -7,6 +7,13 @@ import re
 
 from pypdf import PageObject, PasswordType, PdfReader
 
+try:
+    from pypdf.errors import LimitReachedError
+except ImportError:  # pragma: no cover - pypdf releases before its resource limits
+
+    class LimitReachedError(Exception):
+        """Stand-in: never raised by a pypdf that lacks it."""
+
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits
 from chalicelib.ingest.parse.pdf_common import PdfPages, PdfUnreadable, password_error, too_many_pages_error
@@ -27,16 +34,21 @@ def extract_with_pypdf(
 
     Raises ``PdfUnreadable`` if pypdf cannot open the file or its page tree (the caller may try pdfminer), and
     ``DocumentError`` (``invalid_file``) if a password is needed, there are more than ``limits.max_pages`` pages,
-    or the time/character limits are exceeded.
+    the time/character limits are exceeded, or the file trips one of pypdf's own resource limits
+    (``LimitReachedError``: oversized arrays, streams, trees) - such a file is hostile or broken and is not handed
+    to pdfminer, which has no such limits.
     """
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
             raise password_error(name)
+        _check_page_tree_size(reader, name, limits, deadline)
         pages = reader.pages
         count = len(pages)
     except DocumentError:
         raise
+    except LimitReachedError as exc:
+        raise _limit_error(name, exc) from exc
     except Exception as exc:  # PdfReadError, RecursionError, DependencyError, KeyError, ... from a damaged file
         raise PdfUnreadable(f"pypdf: {type(exc).__name__}: {exc}") from exc
     if count > limits.max_pages:
@@ -47,6 +59,8 @@ def extract_with_pypdf(
         deadline.check()
         try:
             text = pages[index].extract_text() or ""
+        except LimitReachedError as exc:
+            raise _limit_error(name, exc) from exc
         except Exception:  # one bad page (broken font, content stream, recursion) must not sink the document
             failed += 1
             text = ""
@@ -56,6 +70,44 @@ def extract_with_pypdf(
     if not any(text.strip() for text in texts):
         has_images = _any_page_has_images(pages, count, deadline)
     return PdfPages(texts=texts, failed_pages=failed, has_images=has_images, parser="pypdf")
+
+
+def _limit_error(name: str, exc: Exception) -> DocumentError:
+    return DocumentError(f"{name} exceeds a safety limit of the PDF reader ({str(exc)[:200]}); it cannot be read")
+
+
+def _check_page_tree_size(reader: PdfReader, name: str, limits: ParseLimits, deadline: Deadline) -> None:
+    """Walk the page tree (iteratively, stopping early) before pypdf flattens it, which is unbounded work: a small
+    file can list one page object millions of times. Raises ``DocumentError`` past ``limits.max_pages`` leaves or
+    ``2 * max_pages + 100`` inner nodes; cycles are left for pypdf to report."""
+    max_nodes = 2 * limits.max_pages + 100
+    pending = [reader.trailer["/Root"].get_object()["/Pages"]]
+    seen: set[int] = set()
+    leaves = nodes = 0
+    while pending:
+        reference = pending.pop()
+        node = reference.get_object()
+        if not isinstance(node, dict):
+            continue
+        if "/Kids" not in node and node.get("/Type") != "/Pages":
+            leaves += 1
+            if leaves > limits.max_pages:
+                raise too_many_pages_error(name, None, limits.max_pages)
+            continue
+        number = getattr(reference, "idnum", None)
+        if number is not None:
+            if number in seen:
+                continue
+            seen.add(number)
+        nodes += 1
+        if nodes > max_nodes:
+            raise DocumentError(f"{name} has a page tree of more than {max_nodes:,} nodes; it is not readable")
+        if nodes % 1000 == 0:
+            deadline.check()
+        kids = node.get("/Kids")
+        kids = kids.get_object() if kids is not None else None
+        if isinstance(kids, list):
+            pending.extend(reversed(kids))
 
 
 def _any_page_has_images(pages, count: int, deadline: Deadline) -> bool:

@@ -1,0 +1,1 @@
+"""HTTP edge: Chalice blueprints under ``/v1`` and the one place errors become OpenAI's envelope."""

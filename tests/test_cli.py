@@ -1,0 +1,94 @@
+"""The ``engram`` CLI end to end on the real documents of ``../shared/data/docs`` (hashing embedder, real
+Postgres), and the demo folder with the real local model (slow)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from chalicelib import config
+from engram_cli.main import app
+
+# What each real document must end as: completed, or failed with this code (see ../shared/data/docs/MANIFEST.md).
+EXPECTED_FAILURES = {
+    "docling_ocr_test_scanned.pdf": "invalid_file",  # image only: no text layer
+    "pm_rc4-40.pdf": "invalid_file",  # needs a user password
+}
+
+
+@pytest.fixture()
+def cli(settings, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("ENGRAM_EMBEDDING_PROVIDER", "hashing")
+    monkeypatch.setenv("ENGRAM_TENANT", "cli-tests")
+    config.settings.cache_clear()
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(app, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    yield run
+    config.settings.cache_clear()
+
+
+def test_ingest_real_documents_then_search_stats_delete(cli, docs_dir):
+    results = json.loads(cli("ingest", str(docs_dir), "--store", "docs", "--json"))
+    by_name = {r["filename"]: r for r in results}
+    assert len(by_name) == 19  # 18 documents + MANIFEST.md
+    for name, r in by_name.items():
+        if name in EXPECTED_FAILURES:
+            assert r["status"] == "failed" and r["last_error"]["code"] == EXPECTED_FAILURES[name], r
+        elif name == "pdfjs_empty.pdf":
+            assert r["status"] == "completed" and r["chunks"] == 0
+        else:
+            assert r["status"] == "completed" and r["chunks"] > 0, r
+    assert "password" in by_name["pm_rc4-40.pdf"]["last_error"]["message"].lower()
+    assert "text layer" in by_name["docling_ocr_test_scanned.pdf"]["last_error"]["message"].lower()
+
+    # Unchanged files are skipped: nothing is parsed or embedded again.
+    again = json.loads(cli("ingest", str(docs_dir), "--store", "docs", "--json"))
+    assert {r["status"] for r in again if r["filename"] not in EXPECTED_FAILURES} == {"skipped"}
+
+    hits = json.loads(cli("search", "Trace-based Just-in-Time Type Specialization", "--store", "docs", "-k", "3", "--json"))
+    assert 1 <= len(hits) <= 3 and hits[0]["filename"] == "pdfjs_tracemonkey.pdf"
+    assert {"filename", "score", "text"} <= hits[0].keys() and hits[0]["page_start"] >= 1
+    filtered = json.loads(cli("search", "Hello", "--store", "docs", "--json", "--filter",
+                              '{"type": "eq", "key": "missing", "value": 1}'))
+    assert filtered == []
+
+    stats = json.loads(cli("stats", "--json"))
+    [store] = [s for s in stats["stores"] if s["name"] == "docs"]
+    assert store["files"]["completed"] == 17 and store["files"]["failed"] == 2 and store["chunks"] > 50
+
+    cli("delete", "--store", "docs", "--file", "pdfjs_tracemonkey.pdf", "--yes")
+    hits = json.loads(cli("search", "Trace-based Just-in-Time Type Specialization", "--store", "docs", "--json"))
+    assert all(h["filename"] != "pdfjs_tracemonkey.pdf" for h in hits)
+    cli("delete", "--store", "docs", "--yes")
+    assert all(s["name"] != "docs" for s in json.loads(cli("stats", "--json"))["stores"])
+
+
+def test_search_of_a_missing_store_is_a_clear_error(cli):
+    result = CliRunner().invoke(app, ["search", "x", "--store", "nope"])
+    assert result.exit_code == 2 and "No vector store named" in result.output
+
+
+@pytest.mark.slow
+def test_demo_with_the_real_local_model(settings, monkeypatch):
+    """The README's main job: the offline all-MiniLM-L6-v2 embeds the bundled documents and finds the answer."""
+    monkeypatch.setenv("DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("ENGRAM_EMBEDDING_PROVIDER", "local")
+    monkeypatch.setenv("ENGRAM_TENANT", "demo-tests")
+    config.settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["demo"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert "5 completed" in result.stdout
+        vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",
+                                               "--mode", "vector", "--json", "-k", "1"], catch_exceptions=False)
+        assert json.loads(vector_only.stdout)[0]["filename"] == "bm25.txt"
+    finally:
+        config.settings.cache_clear()
