@@ -202,7 +202,7 @@ def test_page_spans_are_consistent(name: str) -> None:
 @requires_docs
 def test_limits_apply_to_real_pdfs() -> None:
     data = (DOCS / "pdfjs_pdkids.pdf").read_bytes()
-    with pytest.raises(DocumentError, match="55 pages"):
+    with pytest.raises(DocumentError, match="more than 10 pages"):
         parse_quickly(data, "pdkids.pdf", ParseLimits(max_pages=10))
     with pytest.raises(DocumentError, match="longer than"):
         parse_quickly(data, "pdkids.pdf", ParseLimits(timeout_s=0.1))
@@ -379,6 +379,32 @@ def test_zip_that_is_not_word_is_refused() -> None:
         archive.writestr("hello.txt", "hi")
     with pytest.raises(DocumentError, match="Word"):
         parse_quickly(buffer.getvalue(), "other.docx")
+
+
+def _docx_with_nested_tables(depth: int) -> bytes:
+    import docx  # python-docx
+
+    document = docx.Document()
+    document.add_heading("Nested", level=1)
+    cell = document.add_table(rows=1, cols=2).cell(0, 0)
+    cell.text = "level 1"
+    for level in range(2, depth + 1):
+        cell = cell.add_table(rows=1, cols=1).cell(0, 0)
+        cell.text = f"level {level}"
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def test_docx_nested_tables_within_limit_are_read() -> None:
+    text = parse_quickly(_docx_with_nested_tables(4), "nested.docx").text
+    assert text.startswith("Nested\n\n")
+    assert all(f"level {n}" in text for n in range(1, 5))
+
+
+def test_docx_tables_nested_too_deep_are_refused() -> None:
+    with pytest.raises(DocumentError, match="nests tables deeper than 5"):
+        parse_quickly(_docx_with_nested_tables(10), "nested.docx", ParseLimits(max_nesting=5))
 
 
 # --- pdf ----------------------------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ def parse_csv(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument
     """Parse a CSV file into text: one line per row, one block for the table.
 
     The delimiter (``, ; TAB |``) is sniffed from the first 16 KiB, defaulting to comma. If the first row looks
-    like a header (see ``_sniff``), it is kept as the first line and each later row renders as ``"Col A: v1 | Col B: v2"`` (empty cells omitted) so that
-    every row carries its labels; otherwise rows render as ``"v1 | v2"``. Raises ``DocumentError``
+    like a header (see ``_sniff``), it is kept as the first line and each later row renders as
+    ``"Col A: v1 | Col B: v2"`` (empty cells omitted) so that every row carries its labels; otherwise rows render
+    as ``"v1 | v2"``. Cell text keeps commas and quotes; whitespace inside a cell collapses. Raises ``DocumentError``
     (``invalid_file``) on malformed CSV (including a cell over ``csv.field_size_limit()``, 131,072 characters by
     default; that limit is process-wide, so it is not changed here) or when ``limits`` (time, characters) are
     exceeded.

@@ -1,0 +1,347 @@
+"""Ingest throughput per stage — parse, chunk, embed, store — through Engram's real ingest functions.
+
+Corpora: (a) NFCorpus (``corpus.jsonl``; each document as ``<id>.txt``: title, blank line, text, as
+``retrieval.py`` ingests it) and (b) the 18 real-world files of ``../shared/data/docs`` (PDF, DOCX, HTML, CSV,
+Markdown; some are meant to fail). Each stage is timed on its own over the whole corpus:
+
+* parse — ``ingest.parse.parse_document`` per file (failures are counted and timed too);
+* chunk — ``ingest.chunk.chunk_document`` with the default (``auto``) strategy resolved for all-MiniLM-L6-v2 and
+  its WordPiece tokenizer (``LocalEmbedder().tokenizer``: only the ``tokenizers`` package is loaded);
+* embed — the local model on an evenly spaced sample of ``--embed-sample`` chunks (model load excluded and
+  reported apart), once as one batched call and once as one call per document as ``ingest.pipeline`` makes them
+  (it embeds each file's missing chunks in one call); ``--embedder hashing`` times the hashing embedder on every
+  chunk instead. The embedding cache is not involved;
+* store — the transaction ``ingest.pipeline.process_file`` runs per file (lock store, delete old chunks,
+  ``chunks.insert_file_chunks`` = binary COPY + BM25 statistics, mark completed, refresh usage), into a fresh
+  store of a fresh database ``engram_bench_ingest`` with the HNSW index present (as in production; the graph
+  starts empty, so later inserts into a big shared index cost more), vectors precomputed (hashing-embedder vectors
+  of the real chunk texts) so only the store stage is timed. The files are registered first (``files.create_file``
+  + ``files.attach``, as ``ingest_bytes`` does before processing) and that is reported as ``register``. Time inside
+  the store stage is broken down by statement (COPY; BM25 statistics; the rest; commit). A second, diagnostic run
+  writes the same chunks as files of ``--bulk-file-chunks`` chunks to separate per-row from per-file cost.
+  Target: ≥ 10,000 chunk rows/s for the store stage alone; when the HNSW run misses it, the store runs are
+  repeated in a database without the HNSW index (``engram_bench_ingest_noindex``).
+
+Prints a table, then one JSON line. The database server is ``DATABASE_URL`` or the embedded Postgres under
+``ENGRAM_DATA_DIR``; both benchmark databases are dropped and recreated on every run.
+
+    ./dev python benchmarks/ingest.py
+    cd benchmarks && python ingest.py --max-docs 300 --embed-sample 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import psycopg
+from psycopg import sql
+
+from common import SHARED_DATA, bench_settings
+
+from chalicelib.embed import HashingEmbedder, LocalEmbedder
+from chalicelib.errors import EngramError
+from chalicelib.ingest.chunk import Chunk, chunk_document, resolve_chunking_strategy
+from chalicelib.ingest.document import ParsedDocument
+from chalicelib.ingest.parse import parse_document
+from chalicelib.store import chunks as chunk_rows
+from chalicelib.store import files as file_rows
+from chalicelib.store import vector_stores
+from chalicelib.store.db import connect, database_url
+from chalicelib.store.migrate import migrate
+
+TENANT = "bench"
+TARGET_ROWS_PER_S = 10_000
+DIM = 384
+MODEL = "all-MiniLM-L6-v2"
+DATABASE = "engram_bench_ingest"
+DATABASE_NO_INDEX = "engram_bench_ingest_noindex"
+# Statements of the store transaction, by what they do (chalicelib.store.chunks / files).
+STATEMENT_GROUPS = {
+    chunk_rows._ADD_STATS: "stats", chunk_rows._NEW_KEYWORD_LENGTH: "stats", chunk_rows._UPDATE_STORE: "stats",
+    chunk_rows._LOCK_STORE: "other", chunk_rows._OLD_TOTALS: "other", chunk_rows._DELETE_WITH_STATS: "other",
+    chunk_rows._REFRESH_USAGE: "refresh_usage", file_rows._SET_COMPLETED: "other",
+}
+
+
+# ------------------------------------------------------------------------------------------------- corpora
+
+
+def nfcorpus_files(folder: Path, max_docs: int | None) -> list[tuple[str, bytes]]:
+    out = []
+    with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            text = (doc.get("title") or "").strip() + "\n\n" + (doc.get("text") or "").strip()
+            out.append((f"{doc['_id']}.txt", text.encode("utf-8")))
+            if max_docs and len(out) >= max_docs:
+                break
+    return out
+
+
+def folder_files(folder: Path, max_docs: int | None) -> list[tuple[str, bytes]]:
+    paths = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "MANIFEST.md")
+    return [(p.name, p.read_bytes()) for p in paths[:max_docs or None]]
+
+
+# ------------------------------------------------------------------------------------------------- database
+
+
+def fresh_database(settings: Any, name: str) -> str:
+    """URL of a newly (re)created and migrated database ``name`` on the configured server."""
+    base = database_url(settings)
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = psycopg.conninfo.make_conninfo(base, dbname=name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+    return url
+
+
+class TimedConnection:
+    """Stand-in for a connection that adds each statement's wall time to ``seconds[group]``."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self._conn = conn
+        self.seconds: dict[str, float] = {}
+
+    def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._conn.execute(query, params, **kw)
+        finally:
+            group = STATEMENT_GROUPS.get(query, "other") if isinstance(query, str) else "other"
+            self.seconds[group] = self.seconds.get(group, 0.0) + time.perf_counter() - started
+
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+@dataclass
+class StoreRun:
+    label: str
+    files: int
+    rows: int
+    register_s: float
+    store_s: float
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.store_s if self.store_s else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"files": self.files, "rows": self.rows, "register_s": round(self.register_s, 3),
+                "store_s": round(self.store_s, 3), "docs_per_s": round(self.files / self.store_s, 1),
+                "rows_per_s": round(self.rows_per_s, 1),
+                "breakdown_s": {k: round(v, 3) for k, v in sorted(self.breakdown.items())}}
+
+
+def store_run(conn: psycopg.Connection, label: str, groups: list[tuple[str, list[Chunk], list[list[float]]]], *,
+              hnsw: bool = True) -> StoreRun:
+    """Register every file, then time the store transaction of each (as process_file runs it). ``hnsw=False``
+    drops the HNSW index that ``vector_stores.create`` makes."""
+    store = vector_stores.create(conn, TENANT, name=label, model=MODEL, dim=DIM)
+    if not hnsw:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(vector_stores.hnsw_index_name(DIM))))
+    started = time.perf_counter()
+    file_ids = []
+    for filename, _, _ in groups:
+        data = filename.encode()  # the file's bytes do not matter to the store stage
+        with conn.transaction():
+            file_id = file_rows.create_file(conn, TENANT, filename=filename, data=data).id
+            file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
+        file_ids.append(file_id)
+    register_s = time.perf_counter() - started
+    timed = TimedConnection(conn)
+    copy_s = 0.0
+    started = time.perf_counter()
+    for file_id, (filename, chunks, vectors) in zip(file_ids, groups):
+        with conn.transaction():
+            chunk_rows.lock_store(timed, TENANT, store.id)
+            chunk_rows.delete_file_chunks(timed, TENANT, store.id, file_id)
+            before, t0 = timed.total(), time.perf_counter()
+            chunk_rows.insert_file_chunks(timed, TENANT, store.id, file_id, chunks, vectors, dim=DIM, attributes={})
+            copy_s += time.perf_counter() - t0 - (timed.total() - before)
+            file_rows.mark_completed(timed, TENANT, store.id, file_id, chunk_count=len(chunks),
+                                     usage_bytes=chunk_rows.usage_bytes(chunks, DIM),
+                                     content_sha256=file_rows.sha256_hex(filename.encode()))
+            chunk_rows.refresh_store_usage(timed, TENANT, store.id)
+    store_s = time.perf_counter() - started
+    breakdown = {"copy": copy_s, **timed.seconds}
+    breakdown["commit_and_client"] = store_s - sum(breakdown.values())
+    stored = vector_stores.get(conn, TENANT, store.id).chunk_count
+    rows = sum(len(c) for _, c, _ in groups)
+    assert stored == rows, f"store holds {stored} chunks, wrote {rows}"
+    return StoreRun(label, len(groups), rows, register_s, store_s, breakdown)
+
+
+def regroup(per_doc: list[tuple[str, list[Chunk], list[list[float]]]], size: int
+            ) -> list[tuple[str, list[Chunk], list[list[float]]]]:
+    """The same chunks as files of ``size`` chunks (re-indexed within each file)."""
+    flat = [(c, v) for _, cs, vs in per_doc for c, v in zip(cs, vs)]
+    out = []
+    for lo in range(0, len(flat), size):
+        part = flat[lo:lo + size]
+        chunks = [replace(c, index=i) for i, (c, _) in enumerate(part)]
+        out.append((f"bulk-{lo:08d}.txt", chunks, [v for _, v in part]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- stages
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - started
+
+
+def run_corpus(name: str, files: list[tuple[str, bytes]], args: argparse.Namespace, settings: Any,
+               local: LocalEmbedder, hashing: HashingEmbedder) -> dict[str, Any]:
+    result: dict[str, Any] = {"files": len(files), "bytes": sum(len(d) for _, d in files)}
+    print(f"\n{name}: {len(files)} files, {result['bytes'] / 1e6:.1f} MB", flush=True)
+
+    # parse
+    documents: list[tuple[str, ParsedDocument]] = []
+    failures: dict[str, str] = {}
+    started = time.perf_counter()
+    for filename, data in files:
+        try:
+            documents.append((filename, parse_document(data, filename)))
+        except EngramError as exc:
+            failures[filename] = f"{type(exc).__name__}: {exc.message}"[:160]
+    parse_s = time.perf_counter() - started
+    result["parse"] = {"docs": len(files), "seconds": round(parse_s, 3), "docs_per_s": round(len(files) / parse_s, 1),
+                       "mb_per_s": round(result["bytes"] / 1e6 / parse_s, 2), "failed": failures}
+
+    # chunk
+    strategy = resolve_chunking_strategy(None, embedder_max_tokens=local.max_input_tokens)
+    local.tokenizer.count("warm up")  # loads tokenizer.json once, outside the timing
+    started = time.perf_counter()
+    per_doc = [(filename, chunk_document(doc, strategy, local.tokenizer)) for filename, doc in documents]
+    chunk_s = time.perf_counter() - started
+    per_doc = [(f, cs) for f, cs in per_doc if cs]  # documents without text store nothing
+    n_chunks = sum(len(cs) for _, cs in per_doc)
+    result["chunk"] = {"docs": len(documents), "chunks": n_chunks, "seconds": round(chunk_s, 3),
+                       "docs_per_s": round(len(documents) / chunk_s, 1), "chunks_per_s": round(n_chunks / chunk_s, 1),
+                       "strategy": [strategy.max_chunk_size_tokens, strategy.chunk_overlap_tokens]}
+
+    # embed
+    if args.embedder == "hashing":
+        texts = [c.text for _, cs in per_doc for c in cs]
+        _, embed_s = timed(lambda: hashing.embed(texts))
+        result["embed"] = {"embedder": hashing.model, "chunks": len(texts), "seconds": round(embed_s, 3),
+                           "chunks_per_s": round(len(texts) / embed_s, 1)}
+    else:
+        # Whole documents, evenly spaced through the corpus, until the sample holds --embed-sample chunks.
+        step = max(1, len(per_doc) * args.embed_sample // max(1, n_chunks))
+        sample_docs, count = [], 0
+        for i in range(0, len(per_doc), step):
+            if count >= args.embed_sample:
+                break
+            sample_docs.append([c.text for c in per_doc[i][1][: args.embed_sample - count]])
+            count += len(sample_docs[-1])
+        texts = [t for doc in sample_docs for t in doc]
+        _, batched_s = timed(lambda: local.embed(texts))
+        _, per_file_s = timed(lambda: [local.embed(doc) for doc in sample_docs])
+        result["embed"] = {"embedder": local.model, "sample_chunks": len(texts), "sample_docs": len(sample_docs),
+                           "batched_s": round(batched_s, 3), "chunks_per_s": round(len(texts) / batched_s, 1),
+                           "per_file_s": round(per_file_s, 3),
+                           "per_file_chunks_per_s": round(len(texts) / per_file_s, 1),
+                           "docs_per_s_est": round(len(sample_docs) / per_file_s, 2)}
+
+    # store (vectors precomputed, untimed)
+    groups = [(f, cs, hashing.embed([c.text for c in cs])) for f, cs in per_doc]
+    runs: dict[str, StoreRun] = {}
+    conn = connect(replace(settings, database_url=fresh_database(settings, DATABASE)))
+    runs["hnsw"] = store_run(conn, f"{name}-per-file", groups)
+    runs["hnsw_bulk"] = store_run(conn, f"{name}-bulk", regroup(groups, args.bulk_file_chunks))
+    conn.close()
+    if runs["hnsw"].rows_per_s < TARGET_ROWS_PER_S or args.compare_no_index:
+        conn = connect(replace(settings, database_url=fresh_database(settings, DATABASE_NO_INDEX)))
+        runs["no_index"] = store_run(conn, f"{name}-per-file", groups, hnsw=False)
+        runs["no_index_bulk"] = store_run(conn, f"{name}-bulk", regroup(groups, args.bulk_file_chunks), hnsw=False)
+        conn.close()
+    result["store"] = {k: r.as_json() for k, r in runs.items()}
+    result["store_target_met"] = runs["hnsw"].rows_per_s >= TARGET_ROWS_PER_S
+    return result
+
+
+# ------------------------------------------------------------------------------------------------------ main
+
+
+def print_table(results: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'corpus':9s} {'stage':24s} {'docs':>6s} {'chunks':>7s} {'seconds':>8s} {'docs/s':>9s} {'chunks/s':>9s}")
+    for name, r in results.items():
+        p, c, e = r["parse"], r["chunk"], r["embed"]
+        print(f"{name:9s} {'parse':24s} {p['docs']:6d} {'':>7s} {p['seconds']:8.2f} {p['docs_per_s']:9.1f} {'':>9s}")
+        print(f"{name:9s} {'chunk':24s} {c['docs']:6d} {c['chunks']:7d} {c['seconds']:8.2f} {c['docs_per_s']:9.1f} "
+              f"{c['chunks_per_s']:9.1f}")
+        if "sample_chunks" in e:
+            print(f"{name:9s} {'embed (batched sample)':24s} {e['sample_docs']:6d} {e['sample_chunks']:7d} "
+                  f"{e['batched_s']:8.2f} {'':>9s} {e['chunks_per_s']:9.1f}")
+            print(f"{name:9s} {'embed (per-file sample)':24s} {e['sample_docs']:6d} {e['sample_chunks']:7d} "
+                  f"{e['per_file_s']:8.2f} {e['docs_per_s_est']:9.1f} {e['per_file_chunks_per_s']:9.1f}")
+        else:
+            print(f"{name:9s} {'embed (' + e['embedder'] + ')':24s} {'':>6s} {e['chunks']:7d} {e['seconds']:8.2f} "
+                  f"{'':>9s} {e['chunks_per_s']:9.1f}")
+        for label, s in r["store"].items():
+            mark = ""
+            if label == "hnsw":
+                mark = "  target ≥ {:,}: {}".format(TARGET_ROWS_PER_S, "PASS" if r["store_target_met"] else "MISS")
+            print(f"{name:9s} {'store ' + label:24s} {s['files']:6d} {s['rows']:7d} {s['store_s']:8.2f} "
+                  f"{s['docs_per_s']:9.1f} {s['rows_per_s']:9.1f}{mark}")
+            parts = ", ".join(f"{k} {v:.2f}s" for k, v in sorted(s["breakdown_s"].items(), key=lambda kv: -kv[1]))
+            print(f"{'':9s}   {parts}; register (not in store) {s['register_s']:.2f}s")
+        if r["parse"]["failed"]:
+            print(f"{'':9s}   parse failures: " + "; ".join(f"{f}: {m}" for f, m in r["parse"]["failed"].items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nfcorpus", type=Path, default=SHARED_DATA / "beir" / "nfcorpus")
+    parser.add_argument("--docs", type=Path, default=SHARED_DATA / "docs")
+    parser.add_argument("--corpora", default="nfcorpus,docs", help="which corpora to run (comma-separated)")
+    parser.add_argument("--max-docs", type=int, default=None, help="only the first N documents of each corpus")
+    parser.add_argument("--embed-sample", type=int, default=256, help="chunks embedded with the local model")
+    parser.add_argument("--embedder", choices=("local", "hashing"), default="local",
+                        help="embed stage: local model on a sample, or the hashing embedder on every chunk")
+    parser.add_argument("--bulk-file-chunks", type=int, default=1000, help="chunks per file in the bulk store run")
+    parser.add_argument("--compare-no-index", action="store_true", help="also time the store stage without HNSW")
+    args = parser.parse_args()
+    settings = bench_settings()
+    local = LocalEmbedder()
+    hashing = HashingEmbedder(DIM)
+    model_load_s = None
+    if args.embedder == "local":
+        _, model_load_s = timed(lambda: local.embed(["warm up the model"]))
+    print(f"ingest benchmark: corpora {args.corpora}; embedder {args.embedder}"
+          + (f" (model load {model_load_s:.1f}s, not counted)" if model_load_s is not None else ""), flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    for name in [c.strip() for c in args.corpora.split(",") if c.strip()]:
+        if name == "nfcorpus":
+            files = nfcorpus_files(args.nfcorpus, args.max_docs)
+        elif name == "docs":
+            files = folder_files(args.docs, args.max_docs)
+        else:
+            parser.error(f"unknown corpus {name!r}")
+        results[name] = run_corpus(name, files, args, settings, local, hashing)
+    print_table(results)
+    print(json.dumps({"benchmark": "ingest", "embedder": args.embedder, "embed_sample": args.embed_sample,
+                      "model_load_s": None if model_load_s is None else round(model_load_s, 2),
+                      "target_store_rows_per_s": TARGET_ROWS_PER_S, "corpora": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
