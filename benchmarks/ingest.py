@@ -14,16 +14,18 @@ Markdown; some are meant to fail). Each stage is timed on its own over the whole
 * store — the transaction ``ingest.pipeline.process_file`` runs per file (lock store, delete old chunks,
   ``chunks.insert_file_chunks`` = binary COPY + BM25 statistics, mark completed, refresh usage), into a fresh
   store of a fresh database ``engram_bench_ingest`` with the HNSW index present (as in production; the graph
-  starts empty, so later inserts into a big shared index cost more), vectors precomputed (hashing-embedder vectors
+  starts empty unless ``--background-rows N`` first loads N chunks of another store, since inserts into a big
+  shared index cost more), vectors precomputed (hashing-embedder vectors
   of the real chunk texts) so only the store stage is timed. The files are registered first (``files.create_file``
   + ``files.attach``, as ``ingest_bytes`` does before processing) and that is reported as ``register``. Time inside
   the store stage is broken down by statement (COPY; BM25 statistics; the rest; commit). A second, diagnostic run
-  writes the same chunks as files of ``--bulk-file-chunks`` chunks to separate per-row from per-file cost.
+  writes the same chunks as files of ``--bulk-file-chunks`` chunks to separate per-row from per-file cost. Every
+  store run gets a freshly created database, so no run inserts vectors an earlier run already indexed.
   Target: ≥ 10,000 chunk rows/s for the store stage alone; when the HNSW run misses it, the store runs are
   repeated in a database without the HNSW index (``engram_bench_ingest_noindex``).
 
 Prints a table, then one JSON line. The database server is ``DATABASE_URL`` or the embedded Postgres under
-``ENGRAM_DATA_DIR``; both benchmark databases are dropped and recreated on every run.
+``ENGRAM_DATA_DIR``; the benchmark databases are dropped and recreated for every store run.
 
     ./dev python benchmarks/ingest.py
     cd benchmarks && python ingest.py --max-docs 300 --embed-sample 64
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -185,6 +188,44 @@ def store_run(conn: psycopg.Connection, label: str, groups: list[tuple[str, list
     return StoreRun(label, len(groups), rows, register_s, store_s, breakdown)
 
 
+def add_background(conn: psycopg.Connection, rows: int, *, hnsw: bool) -> dict[str, float]:
+    """Fill the database with ``rows`` other chunks (random unit vectors, short texts) in a store of their own, so
+    the timed runs write into an HNSW graph (and btree/GIN indexes) of production-like size. The index is built
+    after the load, in memory and in parallel; returns the load and build seconds."""
+    store = vector_stores.create(conn, TENANT, name="background", model=MODEL, dim=DIM)
+    index = sql.Identifier(vector_stores.hnsw_index_name(DIM))
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(index))
+    rng = np.random.default_rng(7)
+    started = time.perf_counter()
+    for lo in range(0, rows, 5000):
+        count = min(5000, rows - lo)
+        vectors = rng.standard_normal((count, DIM), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        texts = [f"background row {lo + i} " + " ".join(f"w{w}" for w in rng.integers(0, 5000, 8)) for i in range(count)]
+        chunks = [Chunk(i, t, len(t.split()), 0, len(t)) for i, t in enumerate(texts)]
+        with conn.transaction():
+            file_id = file_rows.create_file(conn, TENANT, filename=f"background-{lo:08d}.txt", data=b"background").id
+            file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
+            chunk_rows.lock_store(conn, TENANT, store.id)
+            chunk_rows.insert_file_chunks(conn, TENANT, store.id, file_id, chunks, vectors, dim=DIM, attributes={})
+            file_rows.mark_completed(conn, TENANT, store.id, file_id, chunk_count=count,
+                                     usage_bytes=chunk_rows.usage_bytes(chunks, DIM), content_sha256="-")
+    load_s = time.perf_counter() - started
+    build_s = 0.0
+    if hnsw:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        started = time.perf_counter()
+        vector_stores.ensure_hnsw_index(conn, DIM)
+        build_s = time.perf_counter() - started
+        conn.execute("RESET maintenance_work_mem")
+        conn.execute("RESET max_parallel_maintenance_workers")
+    conn.execute("VACUUM ANALYZE chunks")
+    print(f"  background: {rows:,} rows loaded in {load_s:.1f}s" + (f", HNSW built in {build_s:.1f}s" if hnsw else ""),
+          flush=True)
+    return {"rows": rows, "load_s": round(load_s, 1), "hnsw_build_s": round(build_s, 1)}
+
+
 def regroup(per_doc: list[tuple[str, list[Chunk], list[list[float]]]], size: int
             ) -> list[tuple[str, list[Chunk], list[list[float]]]]:
     """The same chunks as files of ``size`` chunks (re-indexed within each file)."""
@@ -244,9 +285,11 @@ def run_corpus(name: str, files: list[tuple[str, bytes]], args: argparse.Namespa
                            "chunks_per_s": round(len(texts) / embed_s, 1)}
     else:
         # Whole documents, evenly spaced through the corpus, until the sample holds --embed-sample chunks.
-        step = max(1, len(per_doc) * args.embed_sample // max(1, n_chunks))
+        docs_needed = max(1, -(-args.embed_sample * len(per_doc) // max(1, n_chunks)))
+        step = max(1, len(per_doc) // docs_needed)
+        order = [i for offset in range(step) for i in range(offset, len(per_doc), step)]
         sample_docs, count = [], 0
-        for i in range(0, len(per_doc), step):
+        for i in order:
             if count >= args.embed_sample:
                 break
             sample_docs.append([c.text for c in per_doc[i][1][: args.embed_sample - count]])
@@ -263,15 +306,24 @@ def run_corpus(name: str, files: list[tuple[str, bytes]], args: argparse.Namespa
     # store (vectors precomputed, untimed)
     groups = [(f, cs, hashing.embed([c.text for c in cs])) for f, cs in per_doc]
     runs: dict[str, StoreRun] = {}
-    conn = connect(replace(settings, database_url=fresh_database(settings, DATABASE)))
-    runs["hnsw"] = store_run(conn, f"{name}-per-file", groups)
-    runs["hnsw_bulk"] = store_run(conn, f"{name}-bulk", regroup(groups, args.bulk_file_chunks))
-    conn.close()
+
+    def run_store(label: str, write: list[Any], hnsw: bool) -> StoreRun:
+        # A fresh database per run: a second run into the same index would insert duplicate vectors (cheap).
+        conn = connect(replace(settings, database_url=fresh_database(settings, DATABASE if hnsw else DATABASE_NO_INDEX)))
+        try:
+            if args.background_rows:
+                key = label if hnsw else f"{label}-no-index"
+                result.setdefault("background", {})[key] = add_background(conn, args.background_rows, hnsw=hnsw)
+            return store_run(conn, label, write, hnsw=hnsw)
+        finally:
+            conn.close()
+
+    bulk = regroup(groups, args.bulk_file_chunks)
+    runs["hnsw"] = run_store(f"{name}-per-file", groups, True)
+    runs["hnsw_bulk"] = run_store(f"{name}-bulk", bulk, True)
     if runs["hnsw"].rows_per_s < TARGET_ROWS_PER_S or args.compare_no_index:
-        conn = connect(replace(settings, database_url=fresh_database(settings, DATABASE_NO_INDEX)))
-        runs["no_index"] = store_run(conn, f"{name}-per-file", groups, hnsw=False)
-        runs["no_index_bulk"] = store_run(conn, f"{name}-bulk", regroup(groups, args.bulk_file_chunks), hnsw=False)
-        conn.close()
+        runs["no_index"] = run_store(f"{name}-per-file", groups, False)
+        runs["no_index_bulk"] = run_store(f"{name}-bulk", bulk, False)
     result["store"] = {k: r.as_json() for k, r in runs.items()}
     result["store_target_met"] = runs["hnsw"].rows_per_s >= TARGET_ROWS_PER_S
     return result
@@ -317,6 +369,8 @@ def main() -> int:
     parser.add_argument("--embedder", choices=("local", "hashing"), default="local",
                         help="embed stage: local model on a sample, or the hashing embedder on every chunk")
     parser.add_argument("--bulk-file-chunks", type=int, default=1000, help="chunks per file in the bulk store run")
+    parser.add_argument("--background-rows", type=int, default=0,
+                        help="chunks of another store loaded (and HNSW-indexed) before the store runs, e.g. 100000")
     parser.add_argument("--compare-no-index", action="store_true", help="also time the store stage without HNSW")
     args = parser.parse_args()
     settings = bench_settings()

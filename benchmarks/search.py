@@ -2,8 +2,8 @@
 write path and vector leg.
 
 Per size N (``--sizes``, default ``10000,100000``; 1,000,000 works too but needs ~1.5 GB of vectors in RAM and
-on disk, several minutes of loading and a long HNSW build — of the order of an hour on 2 cores — plus
-``maintenance_work_mem`` ≈ 2.5 GB so the graph fits in memory) one database ``engram_bench_search_<N>`` on the
+~2.5 GB on disk, a few minutes of loading and a long HNSW build — 100k took 45 s on 2 busy cores, so expect
+10–30 min — with ``maintenance_work_mem`` ≈ 2.5 GB, set automatically, so the graph fits in memory) one database ``engram_bench_search_<N>`` on the
 configured server (``DATABASE_URL``, else the embedded Postgres under ``ENGRAM_DATA_DIR``) holds one tenant with
 
 * a big store of 99 % of the rows (the unfiltered case) and
@@ -33,6 +33,10 @@ Measured through ``chalicelib.search.vector.vector_search`` with the configured 
 * ``filtered``   — the small store (exact scan while it holds ≤ ``exact_scan_max_rows`` chunks);
 * ``filtered_hnsw`` (diagnostic) — the small store with ``exact_scan_max_rows = 0``, i.e. forced through the
   HNSW pass (ef scaled by the scope's share) and its exact fallback.
+
+``paths`` counts the passes vector_search made per query (``hnsw``, ``exact``, ``hnsw+exact`` = HNSW came up
+short and the exact fallback ran); the planner may still answer the HNSW statement from the btree when the scope
+is small (``--explain`` prints each case's plan).
 
 Ground truth is exact cosine top-10 in numpy over the store's vectors. recall@10 counts a returned row as a hit
 when its exact distance is ≤ the true 10th distance + 1e-6 (tie-tolerant; equal to set recall without ties).
