@@ -63,7 +63,7 @@ class Settings:
     embedding_max_retries: int = 6
     aws_region: str = "us-east-1"
     hnsw_ef_search: int = 100  # pgvector hnsw.ef_search for unfiltered / broad searches
-    exact_scan_max_rows: int = 50_000  # searches whose scope holds ≤ this many chunks scan exactly (recall 1.0)
+    exact_scan_max_rows: int = 10_000  # searches whose scope holds ≤ this many chunks scan exactly (recall 1.0)
     max_file_bytes: int = 512 * 1024 * 1024  # largest file accepted for ingestion, bytes
 
     @classmethod
@@ -94,7 +94,7 @@ class Settings:
             embedding_max_retries=_int(env, ENV_EMBEDDING_MAX_RETRIES, 6),
             aws_region=env.get(ENV_AWS_REGION) or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             hnsw_ef_search=_int(env, ENV_HNSW_EF_SEARCH, 100),
-            exact_scan_max_rows=_int(env, ENV_EXACT_SCAN_MAX_ROWS, 50_000),
+            exact_scan_max_rows=_int(env, ENV_EXACT_SCAN_MAX_ROWS, 10_000),
             max_file_bytes=_int(env, ENV_MAX_FILE_BYTES, 512 * 1024 * 1024),
         )
 
