@@ -30,6 +30,18 @@ ENV_AWS_REGION = "AWS_REGION"
 ENV_HNSW_EF_SEARCH = "ENGRAM_HNSW_EF_SEARCH"
 ENV_EXACT_SCAN_MAX_ROWS = "ENGRAM_EXACT_SCAN_MAX_ROWS"
 ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
+ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
+ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
+ENV_INLINE_MAX_BYTES = "ENGRAM_INLINE_MAX_BYTES"
+ENV_MAX_REQUEST_BYTES = "ENGRAM_MAX_REQUEST_BYTES"
+ENV_PROCESSING_LEASE_S = "ENGRAM_PROCESSING_LEASE_S"
+ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
+ENV_EXPIRED_RETENTION_S = "ENGRAM_EXPIRED_RETENTION_S"
+ENV_POLL_AFTER_MS = "ENGRAM_POLL_AFTER_MS"
+
+# keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
+# acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
+AUTH_MODES = ("keys", "dev")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
 
@@ -64,7 +76,15 @@ class Settings:
     aws_region: str = "us-east-1"
     hnsw_ef_search: int = 100  # pgvector hnsw.ef_search for unfiltered / broad searches
     exact_scan_max_rows: int = 10_000  # searches whose scope holds ≤ this many chunks scan exactly (recall 1.0)
-    max_file_bytes: int = 512 * 1024 * 1024  # largest file accepted for ingestion, bytes
+    max_file_bytes: int = 512 * 1024 * 1024  # largest file accepted for ingestion, bytes (OpenAI's limit)
+    auth_mode: str = "keys"  # ENGRAM_AUTH_MODE: keys | dev
+    db_pool_size: int = 8  # connections per process in the API's pool
+    inline_max_bytes: int = 1024 * 1024  # files up to this size are processed inside the attaching request
+    max_request_bytes: int = 10 * 1024 * 1024  # API Gateway's request payload cap; larger files use /v1/uploads
+    processing_lease_s: float = 300.0  # a worker that holds a file longer is presumed dead; the file is retried
+    processing_max_attempts: int = 3  # after this many expired leases a file is failed with last_error
+    expired_retention_s: float = 86_400.0  # expired vector stores stay visible (status "expired") this long
+    poll_after_ms: int = 500  # openai-poll-after-ms on in_progress objects
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -96,7 +116,22 @@ class Settings:
             hnsw_ef_search=_int(env, ENV_HNSW_EF_SEARCH, 100),
             exact_scan_max_rows=_int(env, ENV_EXACT_SCAN_MAX_ROWS, 10_000),
             max_file_bytes=_int(env, ENV_MAX_FILE_BYTES, 512 * 1024 * 1024),
+            auth_mode=_choice(env, ENV_AUTH_MODE, AUTH_MODES, "keys"),
+            db_pool_size=_int(env, ENV_DB_POOL_SIZE, 8),
+            inline_max_bytes=_int(env, ENV_INLINE_MAX_BYTES, 1024 * 1024),
+            max_request_bytes=_int(env, ENV_MAX_REQUEST_BYTES, 10 * 1024 * 1024),
+            processing_lease_s=_float(env, ENV_PROCESSING_LEASE_S, 300.0),
+            processing_max_attempts=_int(env, ENV_PROCESSING_MAX_ATTEMPTS, 3),
+            expired_retention_s=_float(env, ENV_EXPIRED_RETENTION_S, 86_400.0),
+            poll_after_ms=_int(env, ENV_POLL_AFTER_MS, 500),
         )
+
+
+def _choice(env: dict[str, str] | os._Environ[str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (env.get(name) or default).strip().lower()
+    if value not in choices:
+        raise InvalidRequestError(f"{name}={value!r} is not one of {', '.join(choices)}.", param=name)
+    return value
 
 
 def _int(env: dict[str, str] | os._Environ[str], name: str, default: int | None) -> int | None:

@@ -13,6 +13,18 @@ from chalicelib.config import Settings, settings
 from chalicelib.embed.base import Embedder
 
 _embedder_override: Embedder | None = None
+_settings_override: Settings | None = None
+
+
+def current_settings() -> Settings:
+    """The settings this process runs with: the override set by :func:`set_settings`, else the environment's."""
+    return _settings_override if _settings_override is not None else settings()
+
+
+def set_settings(value: Settings | None) -> None:
+    """Replace the process's settings (tests, ``engram serve``); ``None`` restores the environment's."""
+    global _settings_override
+    _settings_override = value
 
 
 @functools.cache
@@ -26,7 +38,7 @@ def embedder(config: Settings | None = None) -> Embedder:
     """The configured embedder (built once per settings object; the local model loads on first use)."""
     if _embedder_override is not None:
         return _embedder_override
-    return _embedder_for(config or settings())
+    return _embedder_for(config or current_settings())
 
 
 def set_embedder(value: Embedder | None) -> None:
@@ -39,4 +51,4 @@ def connect(config: Settings | None = None) -> psycopg.Connection:
     """A new autocommit connection to the configured (or embedded) database, schema migrated."""
     from chalicelib.store.db import connect as db_connect
 
-    return db_connect(config or settings())
+    return db_connect(config or current_settings())

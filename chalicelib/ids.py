@@ -2,14 +2,17 @@
 
 Prefixes follow OpenAI's wire contract (``../shared/reference/OPENAI-COMPAT.md`` §0): files ``file-``, vector stores
 ``vs_``, file batches ``vsfb_``, responses ``resp_``, messages ``msg_``, file-search calls ``fs_``.
-The random part is 24 characters of ``[0-9a-zA-Z]`` (≈143 bits).
+The body is 24 characters of ``[0-9A-Za-z]``: 10 encode the creation time in microseconds (base 62, digits before
+capitals before lower case, so ids compare in creation order under byte-wise ``COLLATE "C"`` ordering, which cursor
+pagination relies on) and 14 are random (≈83 bits). Within one process ids are strictly increasing.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-import string
+import threading
+import time
 
 from chalicelib.errors import InvalidRequestError
 
@@ -19,15 +22,30 @@ FILE_BATCH = "vsfb_"
 RESPONSE = "resp_"
 MESSAGE = "msg_"
 FILE_SEARCH_CALL = "fs_"
+UPLOAD = "upload_"
+UPLOAD_PART = "part_"
+API_KEY = "key_"
 
-_ALPHABET = string.ascii_letters + string.digits
-_RANDOM_LEN = 24
+_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # ASCII order
+_TIME_LEN = 10  # 62**10 µs ≈ 26,000 years
+_RANDOM_LEN = 14
+_lock = threading.Lock()
+_last_us = 0
 _ID_BODY = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 
 
 def new_id(prefix: str) -> str:
-    """A fresh id such as ``vs_3kT9...`` (prefix + 24 random alphanumerics)."""
-    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(_RANDOM_LEN))
+    """A fresh id such as ``vs_0Bq3...``: prefix + 10 time characters + 14 random alphanumerics; later ids of
+    this process sort after earlier ones."""
+    global _last_us
+    with _lock:
+        now = max(time.time_ns() // 1000, _last_us + 1)
+        _last_us = now
+    digits = []
+    for _ in range(_TIME_LEN):
+        now, rest = divmod(now, 62)
+        digits.append(_ALPHABET[rest])
+    return prefix + "".join(reversed(digits)) + "".join(secrets.choice(_ALPHABET) for _ in range(_RANDOM_LEN))
 
 
 def validate_id(value: object, prefix: str, *, param: str) -> str:

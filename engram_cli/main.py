@@ -2,7 +2,8 @@
 
 Interfaces scripts rely on (keep stable): ``engram ingest PATH... --store NAME``, ``engram search QUERY --store
 NAME -k N --json`` (a JSON list of results, best first, each with at least ``filename``, ``score``, ``text``),
-``engram stats --json``.
+``engram stats --json``, ``engram keys create --tenant NAME`` (the new secret key alone on the last line of
+stdout: ``| tail -1``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
+from chalicelib.store import api_keys
 from engram_cli import service
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
@@ -157,14 +160,114 @@ def delete(store: str = STORE_OPTION,
 
 @app.command()
 def demo(folder: Optional[Path] = typer.Argument(None, help="Documents to ingest (default: bundled examples)."),
-         store: str = typer.Option("demo", "--store", "-s")) -> None:
-    """The main job on the embedded defaults: ingest a folder, then run a few searches and print the results."""
+         store: str = typer.Option("demo", "--store", "-s"),
+         serve_api: bool = typer.Option(True, "--serve/--no-serve", help="Leave the API running afterwards."),
+         host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port")) -> None:
+    """The main job on the embedded defaults: ingest a folder, run a few searches, then serve the
+    OpenAI-compatible API with a fresh key for the CLI's tenant and print how to point the SDK at it."""
     folder = folder or Path(__file__).resolve().parent.parent / "examples" / "docs"
     console.print(f"[bold]Engram demo[/]: database {'DATABASE_URL' if settings().database_url else 'embedded (' + str(settings().data_dir) + ')'}, "
                   f"embedder {settings().embedding_provider}:{settings().embedding_model}")
     ingest([folder], store=store, max_chunk_tokens=None, overlap_tokens=None, force=False, as_json=False)
     for query in service.DEMO_QUERIES:
         search(query, store=store, k=3, filter_json=None, mode="hybrid", as_json=False)
+    if serve_api:
+        with deps.connect() as conn:
+            _, secret = api_keys.create_key(conn, settings().tenant, "demo")
+        serve(host=host, port=port, workers=1, api_key=secret, store=store)
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+          port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
+          workers: int = typer.Option(1, "--workers", help="Background threads processing large files."),
+          api_key: Optional[str] = typer.Option(None, hidden=True), store: Optional[str] = typer.Option(None, hidden=True)) -> None:
+    """Serve the OpenAI-compatible API (and GET /health) on the embedded defaults until Ctrl-C."""
+    import time
+
+    from engram_cli import server
+
+    config = settings()
+    if config.auth_mode == "dev":
+        err_console.print(f"[bold red on yellow] WARNING: ENGRAM_AUTH_MODE=dev — ANY bearer token is accepted and acts "
+                          f"as tenant {config.tenant!r}. Never expose this server. [/]")
+    running = server.start(config, host=host, port=port, worker_threads=workers)
+    key = api_key or "<a key from: engram keys create --tenant NAME | tail -1>"
+    console.print(f"[bold green]Engram API[/] serving on {running.url} (health: http://{running.host}:{running.port}/health)")
+    console.print("Point the OpenAI SDK at it:\n"
+                  f"    from openai import OpenAI\n"
+                  f"    client = OpenAI(base_url=\"{running.url}\", api_key=\"{key}\")\n"
+                  + (f"    store = next(s for s in client.vector_stores.list() if s.name == \"{store}\")\n"
+                     f"    client.vector_stores.search(store.id, query=\"...\")\n" if store else "")
+                  + f"or: export OPENAI_BASE_URL={running.url} OPENAI_API_KEY={key}", highlight=False, soft_wrap=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        running.stop()
+
+
+keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def _when(value: Any) -> str:
+    return value.astimezone().strftime("%Y-%m-%d %H:%M") if value is not None else ""
+
+
+def _key_dict(key: api_keys.ApiKey) -> dict[str, Any]:
+    """JSON shape of an API key (times in Unix seconds, null when unset); never the secret or its hash."""
+    def ts(value: Any) -> int | None:
+        return int(value.timestamp()) if value is not None else None
+
+    return {"id": key.id, "tenant_id": key.tenant_id, "name": key.name, "key_hint": key.key_hint,
+            "created_at": ts(key.created_at), "last_used_at": ts(key.last_used_at), "revoked_at": ts(key.revoked_at)}
+
+
+@keys_app.command("create")
+def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant the key acts as (created if new)."),
+                name: Optional[str] = typer.Option(None, "--name", help="A label for the key.")) -> None:
+    """Create an API key; the secret is printed once, alone on the last line of stdout."""
+    try:
+        with deps.connect() as conn:
+            key, secret = api_keys.create_key(conn, tenant, name)
+    except EngramError as exc:
+        _fail(exc)
+    err_console.print(f"created API key {key.id} for tenant {key.tenant_id!r}"
+                      + (f" ({escape(key.name)})" if key.name else "") + " — store the key now, it is not shown again:")
+    print(secret)
+
+
+@keys_app.command("list")
+def keys_list(tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys."),
+              as_json: bool = typer.Option(False, "--json", help="Print the keys as a JSON list.")) -> None:
+    """List API keys (all tenants unless --tenant), oldest first, revoked ones included."""
+    with deps.connect() as conn:
+        keys = api_keys.list_keys(conn, tenant)
+    if as_json:
+        print(json.dumps([_key_dict(k) for k in keys], indent=2))
+        return
+    table = Table(title="API keys" + (f" of tenant {tenant!r}" if tenant else ""))
+    for column in ("id", "tenant", "name", "hint", "created", "last used", "revoked"):
+        table.add_column(column, no_wrap=column in ("id", "hint"), overflow="fold")  # ids are copied from here whole
+    for k in keys:
+        table.add_row(k.id, k.tenant_id, escape(k.name or ""), k.key_hint, _when(k.created_at), _when(k.last_used_at),
+                      f"[red]{_when(k.revoked_at)}[/]" if k.revoked_at else "")
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (key_...), as shown by `engram keys list`.")) -> None:
+    """Revoke an API key: requests using it are refused from now on. Exit 1 if unknown or already revoked."""
+    with deps.connect() as conn:
+        if api_keys.revoke_key(conn, key_id):
+            console.print(f"revoked API key {escape(key_id)}")
+            return
+        known = any(k.id == key_id for k in api_keys.list_keys(conn))
+    reason = "is already revoked" if known else "does not exist (see `engram keys list`)"
+    err_console.print(f"[bold red]error[/]: API key {escape(repr(key_id))} {reason}")
+    raise typer.Exit(code=1)
 
 
 def main() -> Any:

@@ -22,9 +22,15 @@ _JSON = {"Content-Type": "application/json"}
 _GENERIC_500 = "The server had an error while processing your request."
 
 
+# The SDK retries 408, 409, 429 and 5xx unless told otherwise (openai-python _base_client._should_retry); a
+# deterministic client error (e.g. our 409 for an ambiguous name) must not be retried.
+_NO_RETRY = {"x-should-retry": "false"}
+
+
 def error_response(exc: EngramError) -> Response:
-    """The HTTP response for a domain error."""
-    return Response(body=json.dumps(exc.to_dict()), status_code=exc.status, headers=_JSON)
+    """The HTTP response for a domain error (4xx other than 408/429 carry ``x-should-retry: false``)."""
+    headers = {**_JSON, **_NO_RETRY} if 400 <= exc.status < 500 and exc.status not in (408, 429) else _JSON
+    return Response(body=json.dumps(exc.to_dict()), status_code=exc.status, headers=headers)
 
 
 def render_errors(event, get_response):

@@ -87,34 +87,48 @@ def ingest_bytes(conn: psycopg.Connection, tenant_id: str, store: VectorStore, *
                         strategy=strategy, attributes=attributes or {}, limits=limits)
 
 
+class _Superseded(Exception):
+    """The file stopped being ours mid-way (cancelled, detached, or re-attempted by another worker): roll back."""
+
+
 def process_file(conn: psycopg.Connection, tenant_id: str, store: VectorStore, file_id: str, *, filename: str,
                  data: bytes, embedder: Embedder, strategy: ChunkingStrategy, attributes: dict[str, Any],
-                 limits: ParseLimits = ParseLimits()) -> IngestResult:
+                 limits: ParseLimits = ParseLimits(), attempt: int | None = None) -> IngestResult:
     """Parse, chunk, embed and store an attached file, ending it ``completed`` or ``failed`` (never left
     ``in_progress`` by an exception we can catch). Document and upstream errors become ``last_error``; anything
-    else is recorded as ``server_error`` and re-raised."""
+    else is recorded as ``server_error`` and re-raised.
+
+    With ``attempt`` (the processing lease this call holds, :mod:`chalicelib.store.processing`), the final write
+    only happens if the file is still ``in_progress`` under that attempt; otherwise nothing is written and the
+    result's status is ``superseded``."""
     result = IngestResult(file_id, filename, "failed")
     try:
         chunks, vectors = _prepare(conn, tenant_id, data, filename, embedder, strategy, limits, result)
     except DocumentError as exc:
-        _fail(conn, tenant_id, store, file_id, result, exc.code or "invalid_file", exc.message)
+        _fail(conn, tenant_id, store, file_id, result, exc.code or "invalid_file", exc.message, attempt)
         return result
     except EngramError as exc:
-        _fail(conn, tenant_id, store, file_id, result, "server_error", exc.message)
+        _fail(conn, tenant_id, store, file_id, result, "server_error", exc.message, attempt)
         return result
     except Exception:
-        _fail(conn, tenant_id, store, file_id, result, "server_error", "Internal error while processing the file.")
+        _fail(conn, tenant_id, store, file_id, result, "server_error", "Internal error while processing the file.",
+              attempt)
         raise
     started = time.perf_counter()
-    with conn.transaction():
-        chunk_rows.lock_store(conn, tenant_id, store.id)
-        chunk_rows.delete_file_chunks(conn, tenant_id, store.id, file_id)
-        chunk_rows.insert_file_chunks(conn, tenant_id, store.id, file_id, chunks, vectors, dim=embedder.dimension,
-                                      attributes=attributes)
-        file_rows.mark_completed(conn, tenant_id, store.id, file_id, chunk_count=len(chunks),
-                                 usage_bytes=chunk_rows.usage_bytes(chunks, embedder.dimension),
-                                 content_sha256=file_rows.sha256_hex(data))
-        chunk_rows.refresh_store_usage(conn, tenant_id, store.id)
+    try:
+        with conn.transaction():
+            chunk_rows.lock_store(conn, tenant_id, store.id)
+            if not file_rows.mark_completed(conn, tenant_id, store.id, file_id, chunk_count=len(chunks),
+                                            usage_bytes=chunk_rows.usage_bytes(chunks, embedder.dimension),
+                                            content_sha256=file_rows.sha256_hex(data), attempt=attempt):
+                raise _Superseded
+            chunk_rows.delete_file_chunks(conn, tenant_id, store.id, file_id)
+            chunk_rows.insert_file_chunks(conn, tenant_id, store.id, file_id, chunks, vectors,
+                                          dim=embedder.dimension, attributes=attributes)
+            chunk_rows.refresh_store_usage(conn, tenant_id, store.id)
+    except _Superseded:
+        result.status = "superseded"
+        return result
     result.seconds["store"] = time.perf_counter() - started
     result.status, result.chunk_count = "completed", len(chunks)
     return result
@@ -135,10 +149,16 @@ def _prepare(conn: psycopg.Connection, tenant_id: str, data: bytes, filename: st
 
 
 def _fail(conn: psycopg.Connection, tenant_id: str, store: VectorStore, file_id: str, result: IngestResult,
-          code: str, message: str) -> None:
-    with conn.transaction():
-        chunk_rows.lock_store(conn, tenant_id, store.id)
-        chunk_rows.delete_file_chunks(conn, tenant_id, store.id, file_id)
-        file_rows.mark_failed(conn, tenant_id, store.id, file_id, code=code, message=message)
-        chunk_rows.refresh_store_usage(conn, tenant_id, store.id)
+          code: str, message: str, attempt: int | None = None) -> None:
+    try:
+        with conn.transaction():
+            chunk_rows.lock_store(conn, tenant_id, store.id)
+            if not file_rows.mark_failed(conn, tenant_id, store.id, file_id, code=code, message=message,
+                                         attempt=attempt):
+                raise _Superseded
+            chunk_rows.delete_file_chunks(conn, tenant_id, store.id, file_id)
+            chunk_rows.refresh_store_usage(conn, tenant_id, store.id)
+    except _Superseded:
+        result.status = "superseded"
+        return
     result.status, result.error = "failed", {"code": code, "message": message}

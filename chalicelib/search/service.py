@@ -7,11 +7,13 @@ results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. Al
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import psycopg
 
+from chalicelib.api import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError
@@ -133,7 +135,10 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
         caps = capabilities(conn)
         (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
         scope = VectorScope(tenant_id, store_ids, embedder.dimension, sum(s.chunk_count for s in stores), int(indexed))
-        for vector in embedder.embed(queries):
+        started = time.perf_counter()
+        vectors = embedder.embed(queries)
+        observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
+        for vector in vectors:
             rows = vector_search(conn, scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
                                  exact_scan_max_rows=settings.exact_scan_max_rows,
                                  iterative_scan=caps.iterative_scan, halfvec=caps.halfvec)

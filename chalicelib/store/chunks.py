@@ -26,8 +26,15 @@ WITH old AS (
 )
 UPDATE keyword_stats k SET df = k.df - terms.n FROM terms
 WHERE k.vector_store_id = %(store)s AND k.lexeme = terms.lexeme"""
-_COPY = """COPY chunks (tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
-    page_start, page_end, attributes, embedding_dim, embedding) FROM STDIN WITH (FORMAT BINARY)"""
+# Postgres refuses COPY FROM into a table with row-level security for a role it applies to, so rows are copied
+# (binary) into a transaction-local staging table and moved with one INSERT ... SELECT, which the policies check.
+_CHUNK_COLUMNS = """tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
+    page_start, page_end, attributes, embedding_dim, embedding"""
+_STAGE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS chunks_staging ON COMMIT DELETE ROWS AS
+    SELECT {_CHUNK_COLUMNS} FROM chunks WITH NO DATA"""
+_COPY = f"COPY chunks_staging ({_CHUNK_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
+_MOVE = f"""INSERT INTO chunks ({_CHUNK_COLUMNS}) SELECT {_CHUNK_COLUMNS} FROM chunks_staging;
+TRUNCATE chunks_staging"""
 _COPY_TYPES = ["text", "text", "text", "int4", "text", "int4", "int4", "int4", "int4", "int4", "jsonb", "int4", "vector"]
 _ADD_STATS = """
 INSERT INTO keyword_stats (vector_store_id, lexeme, df)
@@ -85,12 +92,14 @@ def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, 
         raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
     params = {"tenant": tenant_id, "store": store_id, "file": file_id}
     attrs = Jsonb(attributes)
+    conn.execute(_STAGE)
     with conn.cursor() as cur:
         with cur.copy(_COPY) as copy:
             copy.set_types(_COPY_TYPES)
             for chunk, vector in zip(chunks, vectors):
                 copy.write_row((tenant_id, store_id, file_id, chunk.index, chunk.text, chunk.token_count,
                                 chunk.char_start, chunk.char_end, chunk.page_start, chunk.page_end, attrs, dim, vector))
+    conn.execute(_MOVE)
     if chunks:
         conn.execute(_ADD_STATS, params)
         (length,) = conn.execute(_NEW_KEYWORD_LENGTH, params).fetchone()

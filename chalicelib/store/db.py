@@ -3,11 +3,15 @@ migrations on first connect, and feature detection of the pgvector version (0.6 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from dataclasses import dataclass
+from typing import Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 from chalicelib.config import Settings
 from chalicelib.store.migrate import migrate
@@ -64,6 +68,65 @@ def connect(settings: Settings) -> psycopg.Connection:
     conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
     return conn
+
+
+# The database role the HTTP API acts as; row-level security applies to it (migrations/0003_row_level_security.sql).
+APP_ROLE = "engram_app"
+# The setting the row-level security policies read the caller's tenant from.
+TENANT_SETTING = "engram.tenant"
+_RESET = sql.SQL("RESET ROLE; RESET {}").format(sql.Identifier(*TENANT_SETTING.split(".")))
+
+_pools: dict[tuple[str, int], "psycopg_pool.ConnectionPool"] = {}  # noqa: F821 (imported lazily)
+_pools_lock = threading.Lock()
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+
+
+def _reset(conn: psycopg.Connection) -> None:
+    conn.execute(_RESET)
+
+
+def pool(settings: Settings):
+    """The process's connection pool for ``settings`` (psycopg_pool, autocommit, pgvector registered; at most
+    ``settings.db_pool_size`` connections), created and the schema migrated on first use."""
+    from psycopg_pool import ConnectionPool
+
+    url = database_url(settings)
+    key = (url, settings.db_pool_size)
+    with _pools_lock:
+        existing = _pools.get(key)
+        if existing is None:
+            _migrated(url)
+            existing = ConnectionPool(url, min_size=1, max_size=settings.db_pool_size, open=True,
+                                      kwargs={"autocommit": True}, configure=_configure, reset=_reset,
+                                      name="engram")
+            _pools[key] = existing
+    return existing
+
+
+@contextlib.contextmanager
+def tenant_connection(settings: Settings, tenant_id: str) -> Iterator[psycopg.Connection]:
+    """A pooled autocommit connection acting as :data:`APP_ROLE` for ``tenant_id``: row-level security limits
+    every statement on it to that tenant's rows, whatever its WHERE clause says. Returned to the pool (role and
+    tenant reset) on exit.
+
+    Raises:
+        psycopg.OperationalError: the database cannot be reached.
+    """
+    with pool(settings).connection() as conn:
+        conn.execute(sql.SQL("SET ROLE {role}; SELECT set_config({name}, {tenant}, false)").format(
+            role=sql.Identifier(APP_ROLE), name=sql.Literal(TENANT_SETTING), tenant=sql.Literal(tenant_id)))
+        yield conn
+
+
+def close_pools() -> None:
+    """Close every pool of this process (tests, server shutdown)."""
+    with _pools_lock:
+        for existing in _pools.values():
+            existing.close()
+        _pools.clear()
 
 
 def capabilities(conn: psycopg.Connection) -> Capabilities:

@@ -8,11 +8,13 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib import ids
 from chalicelib.errors import NotFoundError
+from chalicelib.store.paging import Page, keyset, trim
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +52,20 @@ class StoreFile:
 
 _FILE_COLUMNS = "id, tenant_id, filename, purpose, bytes, sha256, created_at, expires_at"
 _INSERT_FILE = f"""
-INSERT INTO files (id, tenant_id, filename, purpose, bytes, sha256, content)
-VALUES (%(id)s, %(tenant)s, %(filename)s, %(purpose)s, %(bytes)s, %(sha256)s, %(content)s)
+INSERT INTO files (id, tenant_id, filename, purpose, bytes, sha256, content, expires_at)
+VALUES (%(id)s, %(tenant)s, %(filename)s, %(purpose)s, %(bytes)s, %(sha256)s, %(content)s,
+        CASE WHEN %(expires_in)s::float8 IS NULL THEN NULL
+             ELSE now() + make_interval(secs => %(expires_in)s::float8) END)
 RETURNING {_FILE_COLUMNS}"""
 _REPLACE_CONTENT = f"""
 UPDATE files SET content = %(content)s, bytes = %(bytes)s, sha256 = %(sha256)s
 WHERE tenant_id = %(tenant)s AND id = %(id)s RETURNING {_FILE_COLUMNS}"""
-_GET_FILE = f"SELECT {_FILE_COLUMNS} FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s"
-_GET_CONTENT = "SELECT content FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s"
+_LIVE = "(expires_at IS NULL OR expires_at > now())"  # expired files are gone to callers before the sweep runs
+_GET_FILE = f"SELECT {_FILE_COLUMNS} FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"
+_GET_CONTENT = f"SELECT content FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"
+_LIST_FILES = f"""SELECT {_FILE_COLUMNS} FROM files
+WHERE tenant_id = %(tenant)s AND {_LIVE} AND (%(purpose)s::text IS NULL OR purpose = %(purpose)s) AND {{keyset}}
+ORDER BY {{order}} LIMIT %(page_limit)s"""
 
 _STORE_FILE_COLUMNS = """sf.vector_store_id, sf.file_id, f.filename, sf.status, sf.last_error, sf.attributes,
     sf.chunking_strategy, sf.content_sha256, sf.chunk_count, sf.usage_bytes, sf.created_at, sf.updated_at"""
@@ -66,7 +74,7 @@ INSERT INTO vector_store_files (tenant_id, vector_store_id, file_id, status, att
 VALUES (%(tenant)s, %(store)s, %(file)s, 'in_progress', %(attributes)s, %(strategy)s)
 ON CONFLICT (vector_store_id, file_id) DO UPDATE
 SET status = 'in_progress', last_error = NULL, attributes = EXCLUDED.attributes,
-    chunking_strategy = EXCLUDED.chunking_strategy, updated_at = now()"""
+    chunking_strategy = EXCLUDED.chunking_strategy, attempts = 0, lease_expires_at = NULL, updated_at = now()"""
 _GET_STORE_FILE = f"""
 SELECT {_STORE_FILE_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
 WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""
@@ -77,14 +85,28 @@ ORDER BY sf.created_at DESC LIMIT 1"""
 _LIST_STORE_FILES = f"""
 SELECT {_STORE_FILE_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
 WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s ORDER BY sf.created_at, sf.file_id"""
+_PAGE_STORE_FILES = f"""
+SELECT {_STORE_FILE_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s
+  AND (%(status)s::text IS NULL OR sf.status = %(status)s)
+  AND (%(batch)s::text IS NULL OR sf.file_id IN (SELECT file_id FROM file_batch_files
+                                                 WHERE tenant_id = %(tenant)s AND batch_id = %(batch)s))
+  AND {{keyset}}
+ORDER BY {{order}} LIMIT %(page_limit)s"""
+_UPDATE_ATTRIBUTES = """
+UPDATE vector_store_files SET attributes = %(attributes)s, updated_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
+# Both only apply to a row still in_progress under the caller's attempt (when given): a cancelled file, or one a
+# newer attempt took over after this worker's lease expired, is left alone.
+_GUARD = """ AND (%(attempt)s::int IS NULL OR (status = 'in_progress' AND attempts = %(attempt)s::int))"""
 _SET_FAILED = """
 UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
-    updated_at = now()
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
+    lease_expires_at = NULL, updated_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s""" + _GUARD
 _SET_COMPLETED = """
 UPDATE vector_store_files SET status = 'completed', last_error = NULL, chunk_count = %(chunks)s,
-    usage_bytes = %(usage)s, content_sha256 = %(sha256)s, updated_at = now()
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
+    usage_bytes = %(usage)s, content_sha256 = %(sha256)s, lease_expires_at = NULL, updated_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s""" + _GUARD
 
 
 def sha256_hex(data: bytes) -> str:
@@ -93,15 +115,25 @@ def sha256_hex(data: bytes) -> str:
 
 
 def create_file(conn: psycopg.Connection, tenant_id: str, *, filename: str, data: bytes,
-                purpose: str = "assistants") -> FileRow:
-    """Store ``data`` (bytes) as a new file of the tenant."""
+                purpose: str = "assistants", expires_in_s: float | None = None) -> FileRow:
+    """Store ``data`` (bytes) as a new file of the tenant; ``expires_in_s`` (seconds from now) sets ``expires_at``."""
     from chalicelib.store.vector_stores import ensure_tenant
 
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(FileRow)) as cur:
         return cur.execute(_INSERT_FILE, {"id": ids.new_id(ids.FILE), "tenant": tenant_id, "filename": filename,
                                           "purpose": purpose, "bytes": len(data), "sha256": sha256_hex(data),
-                                          "content": data}).fetchone()
+                                          "content": data, "expires_in": expires_in_s}).fetchone()
+
+
+def list_files(conn: psycopg.Connection, tenant_id: str, page: Page, *,
+               purpose: str | None = None) -> tuple[list[FileRow], bool]:
+    """One page of the tenant's live files: ``(rows, has_more)``, optionally only those with ``purpose``."""
+    where, order, params = keyset(page, "id")
+    query = sql.SQL(_LIST_FILES).format(keyset=where, order=order)
+    with conn.cursor(row_factory=class_row(FileRow)) as cur:
+        rows = cur.execute(query, {"tenant": tenant_id, "purpose": purpose, **params}).fetchall()
+    return trim(page, rows)
 
 
 def replace_content(conn: psycopg.Connection, tenant_id: str, file_id: str, data: bytes) -> FileRow:
@@ -175,18 +207,50 @@ def list_store_files(conn: psycopg.Connection, tenant_id: str, store_id: str) ->
         return cur.execute(_LIST_STORE_FILES, {"tenant": tenant_id, "store": store_id}).fetchall()
 
 
-def mark_failed(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, code: str, message: str) -> None:
+def list_store_files_page(conn: psycopg.Connection, tenant_id: str, store_id: str, page: Page, *,
+                          status: str | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
+    """One page of a store's attachments ``(rows, has_more)``, optionally only ``status`` ones or a batch's."""
+    where, order, params = keyset(page, "sf.file_id")
+    query = sql.SQL(_PAGE_STORE_FILES).format(keyset=where, order=order)
+    with conn.cursor(row_factory=class_row(StoreFile)) as cur:
+        rows = cur.execute(query, {"tenant": tenant_id, "store": store_id, "status": status, "batch": batch_id,
+                                   **params}).fetchall()
+    return trim(page, rows)
+
+
+def update_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,
+                      attributes: dict[str, Any]) -> StoreFile:
+    """Replace a store file's attributes and its chunks' copies (which filters read) in one transaction.
+
+    Raises:
+        NotFoundError: the file is not attached to the store.
+    """
+    from chalicelib.store import chunks
+
+    with conn.transaction():
+        params = {"tenant": tenant_id, "store": store_id, "file": file_id, "attributes": Jsonb(attributes)}
+        if conn.execute(_UPDATE_ATTRIBUTES, params).rowcount == 0:
+            raise NotFoundError(f"No file found with id '{file_id}' in vector store '{store_id}'.", param="file_id")
+        chunks.set_attributes(conn, tenant_id, store_id, file_id, attributes)
+    return get_store_file(conn, tenant_id, store_id, file_id)
+
+
+def mark_failed(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, code: str, message: str,
+                attempt: int | None = None) -> bool:
     """Set status ``failed`` with ``last_error = {"code", "message"}`` (call inside the transaction that removed
-    the file's chunks, so no failed file keeps searchable chunks)."""
-    conn.execute(_SET_FAILED, {"tenant": tenant_id, "store": store_id, "file": file_id,
-                               "error": Jsonb({"code": code, "message": message})})
+    the file's chunks, so no failed file keeps searchable chunks). With ``attempt``, only a row still
+    ``in_progress`` under that attempt changes; returns whether the row changed."""
+    return conn.execute(_SET_FAILED, {"tenant": tenant_id, "store": store_id, "file": file_id, "attempt": attempt,
+                                      "error": Jsonb({"code": code, "message": message})}).rowcount > 0
 
 
 def mark_completed(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, chunk_count: int,
-                   usage_bytes: int, content_sha256: str) -> None:
-    """Set status ``completed`` with the counts of the chunks just written (usage in bytes)."""
-    conn.execute(_SET_COMPLETED, {"tenant": tenant_id, "store": store_id, "file": file_id, "chunks": chunk_count,
-                                  "usage": usage_bytes, "sha256": content_sha256})
+                   usage_bytes: int, content_sha256: str, attempt: int | None = None) -> bool:
+    """Set status ``completed`` with the counts of the chunks just written (usage in bytes). With ``attempt``,
+    only a row still ``in_progress`` under that attempt changes; returns whether the row changed."""
+    return conn.execute(_SET_COMPLETED, {"tenant": tenant_id, "store": store_id, "file": file_id,
+                                         "chunks": chunk_count, "usage": usage_bytes, "sha256": content_sha256,
+                                         "attempt": attempt}).rowcount > 0
 
 
 _DETACH = """DELETE FROM vector_store_files
@@ -216,3 +280,13 @@ def delete_file(conn: psycopg.Connection, tenant_id: str, file_id: str) -> bool:
     for store_id in stores:
         detach(conn, tenant_id, store_id, file_id)
     return conn.execute(_DELETE_FILE, params).rowcount > 0
+
+
+_EXPIRED_FILES = "SELECT tenant_id, id FROM files WHERE expires_at < now() LIMIT 1000"
+
+
+def sweep_expired(conn: psycopg.Connection) -> int:
+    """Delete files past their ``expires_at`` (all tenants; run as the owner), detaching them everywhere; returns
+    how many were deleted."""
+    rows = conn.execute(_EXPIRED_FILES).fetchall()
+    return sum(delete_file(conn, tenant, file_id) for tenant, file_id in rows)

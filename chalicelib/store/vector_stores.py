@@ -12,7 +12,8 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib import ids
-from chalicelib.errors import ConflictError, EmbeddingMismatchError, NotFoundError
+from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.store.paging import Page, keyset, trim
 
 # HNSW build parameters: pgvector's default m=16; ef_construction raised from its default 64 to 128 because
 # benchmarks/search.py measured recall@10 0.943 at ef_search 100 with 64 (whole-cluster misses) and 1.000 with 128.
@@ -47,14 +48,37 @@ _COLUMNS = """id, tenant_id, name, embedding_model, embedding_dim, metadata, exp
 
 _INSERT_TENANT = "INSERT INTO tenants (id) VALUES (%s) ON CONFLICT DO NOTHING"
 _INSERT = f"""
-INSERT INTO vector_stores (id, tenant_id, name, embedding_model, embedding_dim, metadata)
-VALUES (%(id)s, %(tenant)s, %(name)s, %(model)s, %(dim)s, %(metadata)s)
+INSERT INTO vector_stores (id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at)
+VALUES (%(id)s, %(tenant)s, %(name)s, %(model)s, %(dim)s, %(metadata)s, %(expires_after)s,
+        now() + make_interval(days => (%(expires_after)s::jsonb ->> 'days')::int))
 RETURNING {_COLUMNS}"""
+_PAGE = f"""SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND {{keyset}}
+ORDER BY {{order}} LIMIT %(page_limit)s"""
+_UPDATE = f"""
+UPDATE vector_stores SET
+    name = CASE WHEN %(set_name)s THEN %(name)s ELSE name END,
+    metadata = CASE WHEN %(set_metadata)s THEN %(metadata)s ELSE metadata END,
+    expires_after = CASE WHEN %(set_expires)s THEN %(expires_after)s ELSE expires_after END,
+    last_active_at = now(),
+    expires_at = now() + make_interval(days => (
+        (CASE WHEN %(set_expires)s THEN %(expires_after)s ELSE expires_after END) ->> 'days')::int)
+WHERE tenant_id = %(tenant)s AND id = %(id)s
+RETURNING {_COLUMNS}"""
+_FILE_COUNTS = """
+SELECT vector_store_id,
+       count(*) FILTER (WHERE status = 'in_progress'), count(*) FILTER (WHERE status = 'completed'),
+       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'cancelled'), count(*)
+FROM vector_store_files WHERE tenant_id = %(tenant)s AND vector_store_id = ANY(%(ids)s) GROUP BY vector_store_id"""
+_EXPIRED = """SELECT tenant_id, id FROM vector_stores
+WHERE expires_at < now() - make_interval(secs => %(retention)s) LIMIT 1000"""
 _GET = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_NAME = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND name = %(name)s ORDER BY created_at"
 _LIST = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s ORDER BY created_at, id"
 _DELETE = "DELETE FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(id)s"
-_TOUCH = "UPDATE vector_stores SET last_active_at = now() WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)"
+_INDEX_EXISTS = "SELECT 1 FROM pg_class WHERE relname = %s AND relkind = 'i'"
+_TOUCH = """UPDATE vector_stores SET last_active_at = now(),
+    expires_at = now() + make_interval(days => (expires_after ->> 'days')::int)
+WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)"""
 
 
 def ensure_tenant(conn: psycopg.Connection, tenant_id: str) -> None:
@@ -63,14 +87,85 @@ def ensure_tenant(conn: psycopg.Connection, tenant_id: str) -> None:
 
 
 def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model: str, dim: int,
-           metadata: dict[str, Any] | None = None) -> VectorStore:
-    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions, and its HNSW index if new."""
+           metadata: dict[str, Any] | None = None, expires_after: dict[str, Any] | None = None) -> VectorStore:
+    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions, and its HNSW index if new.
+    ``expires_after`` is OpenAI's ``{"anchor": "last_active_at", "days": N}``: ``expires_at`` is N days after the
+    last activity."""
     ensure_tenant(conn, tenant_id)
     ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
         cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
-                              "model": model, "dim": dim, "metadata": Jsonb(metadata or {})})
+                              "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
+                              "expires_after": Jsonb(expires_after) if expires_after else None})
         return cur.fetchone()
+
+
+def list_page(conn: psycopg.Connection, tenant_id: str, page: Page) -> tuple[list[VectorStore], bool]:
+    """One page of the tenant's stores: ``(rows, has_more)``."""
+    where, order, params = keyset(page, "id")
+    with conn.cursor(row_factory=class_row(VectorStore)) as cur:
+        rows = cur.execute(sql.SQL(_PAGE).format(keyset=where, order=order),
+                           {"tenant": tenant_id, **params}).fetchall()
+    return trim(page, rows)
+
+
+_UNSET: Any = object()
+
+
+def update(conn: psycopg.Connection, tenant_id: str, store_id: str, *, name: Any = _UNSET, metadata: Any = _UNSET,
+           expires_after: Any = _UNSET) -> VectorStore:
+    """Modify a store: each argument given (None allowed: clears it) replaces the stored value; counts as activity.
+
+    Raises:
+        NotFoundError: no such store for this tenant.
+    """
+    params = {"tenant": tenant_id, "id": store_id,
+              "set_name": name is not _UNSET, "name": None if name is _UNSET else name,
+              "set_metadata": metadata is not _UNSET,
+              "metadata": Jsonb({} if metadata in (_UNSET, None) else metadata),
+              "set_expires": expires_after is not _UNSET,
+              "expires_after": Jsonb(expires_after) if expires_after not in (_UNSET, None) else None}
+    with conn.cursor(row_factory=class_row(VectorStore)) as cur:
+        row = cur.execute(_UPDATE, params).fetchone()
+    if row is None:
+        raise NotFoundError(f"No vector store found with id '{store_id}'.", param="vector_store_id")
+    return row
+
+
+FileCounts = dict[str, int]  # {"in_progress", "completed", "failed", "cancelled", "total"}
+
+
+def file_counts(conn: psycopg.Connection, tenant_id: str, store_ids: list[str]) -> dict[str, FileCounts]:
+    """Per store, the number of attached files in each status (computed from the rows, so always consistent)."""
+    counts = {sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
+    for sid, in_progress, completed, failed, cancelled, total in conn.execute(
+            _FILE_COUNTS, {"tenant": tenant_id, "ids": store_ids}).fetchall():
+        counts[sid] = {"in_progress": in_progress, "completed": completed, "failed": failed,
+                       "cancelled": cancelled, "total": total}
+    return counts
+
+
+def is_expired(store: VectorStore, now: datetime) -> bool:
+    """Whether ``store`` passed its ``expires_at`` (OpenAI then reports status ``expired``)."""
+    return store.expires_at is not None and store.expires_at <= now
+
+
+def require_active(store: VectorStore, now: datetime) -> None:
+    """Refuse to search or add files to an expired store.
+
+    Raises:
+        InvalidRequestError: (400, code ``vector_store_expired``) the store has expired.
+    """
+    if is_expired(store, now):
+        raise InvalidRequestError(f"Vector store '{store.id}' has expired.", param="vector_store_id",
+                                  code="vector_store_expired")
+
+
+def sweep_expired(conn: psycopg.Connection, *, retention_s: float) -> int:
+    """Delete stores that expired more than ``retention_s`` seconds ago (all tenants; run as the owner), with
+    their chunks and attachments; returns how many were deleted."""
+    rows = conn.execute(_EXPIRED, {"retention": retention_s}).fetchall()
+    return sum(delete(conn, tenant, store_id) for tenant, store_id in rows)
 
 
 def get(conn: psycopg.Connection, tenant_id: str, store_id: str) -> VectorStore:
@@ -169,15 +264,6 @@ def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
     if dim > (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM):
         return
     kind = "halfvec" if halfvec and dim > HNSW_MAX_VECTOR_DIM else "vector"
-    statement = sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {name} ON chunks USING hnsw ((embedding::{cast}) {ops}) "
-        "WITH (m = {m}, ef_construction = {efc}) WHERE embedding_dim = {dim}"
-    ).format(
-        name=sql.Identifier(hnsw_index_name(dim)),
-        cast=vector_cast(dim, halfvec=halfvec),
-        ops=sql.SQL(f"{kind}_cosine_ops"),
-        m=sql.Literal(HNSW_M),
-        efc=sql.Literal(HNSW_EF_CONSTRUCTION),
-        dim=sql.Literal(dim),
-    )
-    conn.execute(statement)
+    # migrations/0002_api.sql: a SECURITY DEFINER function, so the API's role (not the table owner) can call it.
+    if conn.execute(_INDEX_EXISTS, (hnsw_index_name(dim),)).fetchone() is None:
+        conn.execute("SELECT engram_ensure_hnsw_index(%s, %s, %s, %s)", (dim, kind, HNSW_M, HNSW_EF_CONSTRUCTION))

@@ -1,0 +1,122 @@
+"""Who is calling, and the database connection a request works through.
+
+:func:`authenticate` (Chalice HTTP middleware) resolves ``Authorization: Bearer <key>`` to a tenant once per
+request; routes then use :func:`tenant_db`, a pooled connection acting as the row-level-security role for that
+tenant, and :func:`current_tenant` for their own ``WHERE tenant_id = ...``. Two walls: a route that forgot its
+tenant filter still cannot read another tenant's rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+from typing import Iterator
+
+import psycopg
+
+from chalicelib import deps
+from chalicelib.errors import AuthenticationError
+
+# Paths served without a key (liveness probes).
+PUBLIC_PATHS = frozenset({"/health"})
+# How long a resolved key is trusted without asking the database again, seconds. Bounds how long a revoked key
+# keeps working in a warm process.
+KEY_CACHE_TTL_S = 10.0
+_KEY_CACHE_MAX = 1024
+
+_tenant: contextvars.ContextVar[str | None] = contextvars.ContextVar("engram_tenant", default=None)
+_key_cache: dict[bytes, tuple[str, float]] = {}
+_key_cache_lock = threading.Lock()
+
+_MISSING_KEY = ("You didn't provide an API key. You need to provide your API key in an Authorization header "
+                "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+
+
+def _hint(secret: str) -> str:
+    return f"{secret[:6]}***{secret[-4:]}" if len(secret) > 12 else "***"
+
+
+def resolve_tenant(authorization: str | None) -> str:
+    """The tenant an ``Authorization`` header value authenticates.
+
+    In ``auth_mode = "dev"`` any bearer token maps to ``settings.tenant``; otherwise the key must be one created
+    with ``engram keys create`` and not revoked.
+
+    Raises:
+        AuthenticationError: (401) the header is missing or malformed, or the key is unknown or revoked.
+    """
+    config = deps.current_settings()
+    scheme, _, secret = (authorization or "").strip().partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret:
+        raise AuthenticationError(_MISSING_KEY, code="missing_api_key" if not authorization else "invalid_api_key")
+    if config.auth_mode == "dev":
+        return config.tenant
+    from chalicelib.store import api_keys
+
+    digest = api_keys.hash_key(secret)
+    now = time.monotonic()
+    with _key_cache_lock:
+        cached = _key_cache.get(digest)
+    if cached and now - cached[1] < KEY_CACHE_TTL_S:
+        return cached[0]
+    from chalicelib.store.db import pool
+
+    with pool(config).connection() as conn:
+        tenant = api_keys.tenant_for_key(conn, secret)
+    if tenant is None:
+        raise AuthenticationError(f"Incorrect API key provided: {_hint(secret)}.", code="invalid_api_key")
+    with _key_cache_lock:
+        if len(_key_cache) >= _KEY_CACHE_MAX:
+            _key_cache.clear()
+        _key_cache[digest] = (tenant, now)
+    return tenant
+
+
+def forget_keys() -> None:
+    """Drop cached key resolutions (tests; after revoking keys in-process)."""
+    with _key_cache_lock:
+        _key_cache.clear()
+
+
+def authenticate(event, get_response):
+    """Chalice HTTP middleware: authenticate the caller and make the tenant current for the route (and the
+    request's log lines). Public paths pass through.
+
+    Raises:
+        AuthenticationError: see :func:`resolve_tenant` (rendered as 401 by the error middleware).
+    """
+    if event.context.get("resourcePath") in PUBLIC_PATHS:
+        return get_response(event)
+    tenant = resolve_tenant(event.headers.get("authorization"))
+    from chalicelib.api import observability
+
+    observability.set_tenant(tenant)
+    token = _tenant.set(tenant)
+    try:
+        return get_response(event)
+    finally:
+        _tenant.reset(token)
+
+
+def current_tenant() -> str:
+    """The authenticated tenant of the request being served.
+
+    Raises:
+        AuthenticationError: called outside an authenticated request.
+    """
+    tenant = _tenant.get()
+    if tenant is None:
+        raise AuthenticationError(_MISSING_KEY, code="missing_api_key")
+    return tenant
+
+
+@contextlib.contextmanager
+def tenant_db() -> Iterator[psycopg.Connection]:
+    """A pooled autocommit connection limited (row-level security) to the current tenant's rows."""
+    from chalicelib.store.db import tenant_connection
+
+    with tenant_connection(deps.current_settings(), current_tenant()) as conn:
+        yield conn

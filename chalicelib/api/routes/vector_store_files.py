@@ -1,0 +1,117 @@
+"""Vector store files API: ``/v1/vector_stores/{id}/files`` (OPENAI-COMPAT.md §3)."""
+
+from __future__ import annotations
+
+from chalice import Blueprint
+from chalice.app import Response
+
+from chalicelib import deps
+from chalicelib.api import objects, request
+from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
+from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
+from chalicelib.errors import EngramError
+from chalicelib.ingest import attach
+from chalicelib.ingest.parse import parse_document
+from chalicelib.store import files as file_rows
+from chalicelib.store import vector_stores
+
+bp = Blueprint(__name__)
+
+STATUSES = ("in_progress", "completed", "failed", "cancelled")
+
+
+def _object(row) -> Response:
+    return respond(objects.store_file_object(row), in_progress=row.status == "in_progress")
+
+
+@bp.route("/vector_stores/{vector_store_id}/files", methods=["POST"])
+def create_vector_store_file(vector_store_id: str) -> Response:
+    """``vector_stores.files.create(vector_store_id=, file_id=, attributes=, chunking_strategy=)``: small files
+    come back ``completed`` (processed in the request), larger ones ``in_progress``."""
+    body = request.validate(CreateVectorStoreFile, request.json_body(bp.current_request))
+    tenant, embedder = current_tenant(), deps.embedder()
+    with tenant_db() as conn:
+        store = vector_stores.get(conn, tenant, store_id(vector_store_id))
+        vector_stores.require_active(store, objects.now())
+        vector_stores.check_embedding(store, embedder.model, embedder.dimension)
+        prepared = attach.prepare(conn, tenant, [(body.file_id, body.attributes, body.chunking_strategy)],
+                                  embedder=embedder, param=lambda i, field: field)
+        with conn.transaction():
+            attach.attach_all(conn, tenant, store.id, prepared)
+        vector_stores.touch(conn, tenant, [store.id])
+        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(), embedder=embedder)
+        return _object(file_rows.get_store_file(conn, tenant, store.id, body.file_id))
+
+
+@bp.route("/vector_stores/{vector_store_id}/files", methods=["GET"])
+def list_vector_store_files(vector_store_id: str) -> dict:
+    """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)``."""
+    params = request.query(bp.current_request)
+    page = request.page(params, default_limit=20, max_limit=100)
+    status = request.choice(params, "filter", STATUSES)
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        settled_store(conn, tenant, store_id(vector_store_id))
+        rows, has_more = file_rows.list_store_files_page(conn, tenant, vector_store_id, page, status=status)
+    return objects.cursor_page([objects.store_file_object(r) for r in rows], has_more)
+
+
+@bp.route("/vector_stores/{vector_store_id}/files/{file_id}", methods=["GET"])
+def retrieve_vector_store_file(vector_store_id: str, file_id: str) -> Response:  # noqa: F811 (path name)
+    """``vector_stores.files.retrieve(file_id, vector_store_id=)`` (what ``poll`` calls)."""
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        settled_store(conn, tenant, store_id(vector_store_id))
+        return _object(file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id)))
+
+
+def _file(value: str) -> str:
+    return file_id(value)
+
+
+@bp.route("/vector_stores/{vector_store_id}/files/{file_id}", methods=["POST"])
+def update_vector_store_file(vector_store_id: str, file_id: str) -> Response:
+    """``vector_stores.files.update(file_id, vector_store_id=, attributes=)``: replaces the attributes on the file
+    and on its chunks, so filters and search results see them at once."""
+    body = request.validate(UpdateVectorStoreFile, request.json_body(bp.current_request))
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        vector_stores.get(conn, tenant, store_id(vector_store_id))
+        row = file_rows.update_attributes(conn, tenant, vector_store_id, _file(file_id), body.attributes or {})
+        return _object(row)
+
+
+@bp.route("/vector_stores/{vector_store_id}/files/{file_id}", methods=["DELETE"])
+def delete_vector_store_file(vector_store_id: str, file_id: str) -> dict:
+    """``vector_stores.files.delete(file_id, vector_store_id=)``: detaches (chunks go); the File stays.
+
+    Raises:
+        NotFoundError: the file is not attached to the store.
+    """
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        vector_stores.get(conn, tenant, store_id(vector_store_id))
+        file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id))
+        file_rows.detach(conn, tenant, vector_store_id, file_id)
+    return objects.deleted(file_id, "vector_store.file.deleted")
+
+
+@bp.route("/vector_stores/{vector_store_id}/files/{file_id}/content", methods=["GET"])
+def vector_store_file_content(vector_store_id: str, file_id: str) -> dict:
+    """``vector_stores.files.content(file_id, vector_store_id=)`` → ``vector_store.file_content.page`` holding the
+    file's parsed text as one item (empty for a file that failed)."""
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        vector_stores.get(conn, tenant, store_id(vector_store_id))
+        row = file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id))
+        data = file_rows.get_content(conn, tenant, file_id) if row.status == "completed" else None
+    items = []
+    if data is not None:
+        try:
+            text = parse_document(data, row.filename).text
+        except EngramError:
+            text = ""
+        if text:
+            items.append({"type": "text", "text": text})
+    return {"object": "vector_store.file_content.page", "data": items, "has_more": False, "next_page": None}

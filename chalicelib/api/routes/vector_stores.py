@@ -1,0 +1,114 @@
+"""Vector stores API: ``/v1/vector_stores`` and search (OPENAI-COMPAT.md §2)."""
+
+from __future__ import annotations
+
+import time
+
+from chalice import Blueprint
+from chalice.app import Response
+
+from chalicelib import deps
+from chalicelib.api import objects, observability, request
+from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.routes.common import respond, settled_store, store_id
+from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
+from chalicelib.ingest import attach
+from chalicelib.search.service import parse_ranking_options, search
+from chalicelib.store import vector_stores
+
+bp = Blueprint(__name__)
+
+
+def _object(conn, tenant: str, store) -> Response:
+    counts = vector_stores.file_counts(conn, tenant, [store.id])[store.id]
+    body = objects.vector_store_object(store, counts)
+    return respond(body, in_progress=body["status"] == "in_progress")
+
+
+@bp.route("/vector_stores", methods=["POST"])
+def create_vector_store() -> Response:
+    """``vector_stores.create(name=, file_ids=, chunking_strategy=, expires_after=, metadata=)``. Files named in
+    ``file_ids`` are attached (and processed inline when small); nothing is written if any is invalid."""
+    body = request.validate(CreateVectorStore, request.json_body(bp.current_request))
+    tenant, embedder = current_tenant(), deps.embedder()
+    entries = [(f, None, body.chunking_strategy) for f in body.file_ids or []]
+    with tenant_db() as conn:
+        prepared = attach.prepare(conn, tenant, entries, embedder=embedder,
+                                  param=lambda i, field: "file_ids" if field == "file_id" else field)
+        with conn.transaction():
+            store = vector_stores.create(
+                conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
+                metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
+            attach.attach_all(conn, tenant, store.id, prepared)
+        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(), embedder=embedder)
+        return _object(conn, tenant, vector_stores.get(conn, tenant, store.id))
+
+
+@bp.route("/vector_stores", methods=["GET"])
+def list_vector_stores() -> dict:
+    """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page."""
+    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        rows, has_more = vector_stores.list_page(conn, tenant, page)
+        counts = vector_stores.file_counts(conn, tenant, [r.id for r in rows])
+    return objects.cursor_page([objects.vector_store_object(r, counts[r.id]) for r in rows], has_more)
+
+
+@bp.route("/vector_stores/{vector_store_id}", methods=["GET"])
+def retrieve_vector_store(vector_store_id: str) -> Response:
+    """``vector_stores.retrieve(id)``."""
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        return _object(conn, tenant, settled_store(conn, tenant, store_id(vector_store_id)))
+
+
+@bp.route("/vector_stores/{vector_store_id}", methods=["POST"])
+def update_vector_store(vector_store_id: str) -> Response:
+    """``vector_stores.update(id, name=, metadata=, expires_after=)``: fields sent replace (null clears)."""
+    body = request.validate(UpdateVectorStore, request.json_body(bp.current_request))
+    changes = {}
+    if "name" in body.model_fields_set:
+        changes["name"] = body.name
+    if "metadata" in body.model_fields_set:
+        changes["metadata"] = body.metadata
+    if "expires_after" in body.model_fields_set:
+        changes["expires_after"] = body.expires_after.model_dump() if body.expires_after else None
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        store = vector_stores.update(conn, tenant, store_id(vector_store_id), **changes)
+        return _object(conn, tenant, store)
+
+
+@bp.route("/vector_stores/{vector_store_id}", methods=["DELETE"])
+def delete_vector_store(vector_store_id: str) -> dict:
+    """``vector_stores.delete(id)``: the store, its attachments and chunks (the Files themselves stay).
+
+    Raises:
+        NotFoundError: no such store.
+    """
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        vector_stores.get(conn, tenant, store_id(vector_store_id))
+        vector_stores.delete(conn, tenant, vector_store_id)
+    return objects.deleted(vector_store_id, "vector_store.deleted")
+
+
+@bp.route("/vector_stores/{vector_store_id}/search", methods=["POST"])
+def search_vector_store(vector_store_id: str) -> dict:
+    """``vector_stores.search(id, query=, max_num_results=, filters=, ranking_options=, rewrite_query=)`` →
+    ``vector_store.search_results.page``. ``rewrite_query`` is accepted; the query is used as given."""
+    body = request.validate(SearchRequest, request.json_body(bp.current_request))
+    ranking = parse_ranking_options(body.ranking_options)
+    queries = [body.query] if isinstance(body.query, str) else list(body.query)
+    tenant = current_tenant()
+    started = time.perf_counter()
+    with tenant_db() as conn:
+        store = vector_stores.get(conn, tenant, store_id(vector_store_id))
+        vector_stores.require_active(store, objects.now())
+        hits = search(conn, tenant, [store], queries, embedder=deps.embedder(), settings=deps.current_settings(),
+                      limit=body.max_num_results, filters=body.filters, ranking=ranking)
+        vector_stores.touch(conn, tenant, [store.id])
+    observability.record(observability.SEARCH_LATENCY, (time.perf_counter() - started) * 1000.0)
+    observability.record(observability.RESULTS_RETURNED, len(hits), "Count")
+    return objects.search_page(queries, hits)

@@ -1,0 +1,137 @@
+"""Request bodies of the OpenAI-compatible API, as pydantic models (OPENAI-COMPAT.md §1–3).
+
+Unknown fields are ignored (the SDK's ``extra_body`` and other clients send extras); types are strict (no
+``"5"`` for 5). ``chunking_strategy``, ``filters`` and ``ranking_options`` are passed through as JSON and checked by
+the modules that interpret them (:mod:`chalicelib.ingest.chunk`, :mod:`chalicelib.search`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+# OpenAI's limits on metadata and attributes (OPENAI-COMPAT.md §2 and §3): 16 pairs, keys ≤ 64 characters,
+# string values ≤ 512 characters.
+MAX_PAIRS = 16
+MAX_KEY_CHARS = 64
+MAX_VALUE_CHARS = 512
+MAX_NAME_CHARS = 256
+MAX_STORE_FILE_IDS = 500  # SPEC: vector store create file_ids maxItems
+MAX_BATCH_FILES = 2000  # SPEC: file batch file_ids / files 1..2000
+MAX_QUERY_CHARS = 4096
+MAX_QUERIES = 16
+
+
+def _check_pairs(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if len(value) > MAX_PAIRS:
+        raise ValueError(f"at most {MAX_PAIRS} key-value pairs are allowed, got {len(value)}")
+    for key, item in value.items():
+        if not key or len(key) > MAX_KEY_CHARS:
+            raise ValueError(f"keys must be 1 to {MAX_KEY_CHARS} characters long")
+        if isinstance(item, str) and len(item) > MAX_VALUE_CHARS:
+            raise ValueError(f"string values must be at most {MAX_VALUE_CHARS} characters long (key {key[:64]!r})")
+    return value
+
+
+Metadata = Annotated[dict[str, str], AfterValidator(_check_pairs)]
+Attributes = Annotated[dict[str, Union[bool, int, float, str]], AfterValidator(_check_pairs)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class StoreExpiresAfter(_Body):
+    """``{"anchor": "last_active_at", "days": 1..365}``."""
+
+    anchor: Literal["last_active_at"]
+    days: int = Field(ge=1, le=365)
+
+
+class CreateVectorStore(_Body):
+    """``POST /v1/vector_stores``; every field optional."""
+
+    name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    description: str | None = Field(default=None, max_length=512)
+    file_ids: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, max_length=MAX_STORE_FILE_IDS)
+    chunking_strategy: dict[str, Any] | None = None
+    expires_after: StoreExpiresAfter | None = None
+    metadata: Metadata | None = None
+
+
+class UpdateVectorStore(_Body):
+    """``POST /v1/vector_stores/{id}``; only the fields sent change (``model_fields_set``), null clears."""
+
+    name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    expires_after: StoreExpiresAfter | None = None
+    metadata: Metadata | None = None
+
+
+class CreateVectorStoreFile(_Body):
+    """``POST /v1/vector_stores/{id}/files``."""
+
+    file_id: str = Field(max_length=128)
+    attributes: Attributes | None = None
+    chunking_strategy: dict[str, Any] | None = None
+
+
+class UpdateVectorStoreFile(_Body):
+    """``POST /v1/vector_stores/{id}/files/{file_id}``: ``attributes`` is required and nullable."""
+
+    attributes: Attributes | None
+
+
+class BatchFile(_Body):
+    """One entry of a file batch's ``files``."""
+
+    file_id: str = Field(max_length=128)
+    attributes: Attributes | None = None
+    chunking_strategy: dict[str, Any] | None = None
+
+
+class CreateFileBatch(_Body):
+    """``POST /v1/vector_stores/{id}/file_batches``: exactly one of ``file_ids`` (top-level ``attributes`` and
+    ``chunking_strategy`` apply to each) or ``files`` (per-file values; top-level ones ignored)."""
+
+    file_ids: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, min_length=1,
+                                                                         max_length=MAX_BATCH_FILES)
+    files: list[BatchFile] | None = Field(default=None, min_length=1, max_length=MAX_BATCH_FILES)
+    attributes: Attributes | None = None
+    chunking_strategy: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "CreateFileBatch":
+        if (self.file_ids is None) == (self.files is None):
+            raise ValueError("provide exactly one of 'file_ids' or 'files'")
+        return self
+
+    def entries(self) -> list[BatchFile]:
+        """The batch as per-file entries, top-level values applied to ``file_ids``."""
+        if self.files is not None:
+            return list(self.files)
+        return [BatchFile(file_id=f, attributes=self.attributes, chunking_strategy=self.chunking_strategy)
+                for f in self.file_ids or []]
+
+
+class SearchRequest(_Body):
+    """``POST /v1/vector_stores/{id}/search``."""
+
+    query: Union[Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
+                 Annotated[list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]],
+                           Field(min_length=1, max_length=MAX_QUERIES)]]
+    max_num_results: int = Field(default=10, ge=1, le=50)
+    rewrite_query: bool = False
+    filters: dict[str, Any] | None = None
+    ranking_options: dict[str, Any] | None = None
+
+
+class FileExpiresAfter(_Body):
+    """Files API ``expires_after``: ``{"anchor": "created_at", "seconds": 3600..2592000}``."""
+
+    model_config = ConfigDict(extra="ignore", strict=False)  # multipart form fields arrive as strings
+
+    anchor: Literal["created_at"]
+    seconds: int = Field(ge=3600, le=2_592_000)

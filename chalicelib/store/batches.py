@@ -1,0 +1,111 @@
+"""File batches (OpenAI ``vector_store.files_batch``): a set of files attached to a store in one request.
+
+A batch stores only its membership; its ``file_counts`` and status are computed from the member files'
+``vector_store_files`` rows, so they always equal the per-file statuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg.rows import class_row
+
+from chalicelib import ids
+from chalicelib.errors import NotFoundError
+
+_INSERT = """INSERT INTO file_batches (id, tenant_id, vector_store_id) VALUES (%(id)s, %(tenant)s, %(store)s)
+RETURNING id, tenant_id, vector_store_id, created_at, cancelled_at"""
+_ADD_FILES = """INSERT INTO file_batch_files (batch_id, tenant_id, vector_store_id, file_id)
+SELECT %(batch)s, %(tenant)s, %(store)s, unnest(%(files)s::text[]) ON CONFLICT DO NOTHING"""
+_GET = """SELECT id, tenant_id, vector_store_id, created_at, cancelled_at FROM file_batches
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND id = %(id)s"""
+_COUNTS = """
+SELECT count(*) FILTER (WHERE sf.status = 'in_progress'), count(*) FILTER (WHERE sf.status = 'completed'),
+       count(*) FILTER (WHERE sf.status = 'failed'), count(*) FILTER (WHERE sf.status = 'cancelled'), count(*)
+FROM file_batch_files b JOIN vector_store_files sf
+  ON sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.tenant_id = b.tenant_id
+WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(id)s"""
+_CANCEL = """UPDATE file_batches SET cancelled_at = coalesce(cancelled_at, now())
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND id = %(id)s"""
+_CANCEL_FILES = """
+UPDATE vector_store_files sf SET status = 'cancelled', lease_expires_at = NULL, chunk_count = 0, usage_bytes = 0,
+    updated_at = now()
+FROM file_batch_files b
+WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(id)s AND sf.tenant_id = b.tenant_id
+  AND sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.status = 'in_progress'
+RETURNING sf.file_id"""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A row of ``file_batches``."""
+
+    id: str
+    tenant_id: str
+    vector_store_id: str
+    created_at: datetime
+    cancelled_at: datetime | None
+
+
+def create(conn: psycopg.Connection, tenant_id: str, store_id: str, file_ids: list[str]) -> Batch:
+    """Record a batch of ``file_ids`` (already attached to ``store_id`` in the same transaction)."""
+    with conn.cursor(row_factory=class_row(Batch)) as cur:
+        batch = cur.execute(_INSERT, {"id": ids.new_id(ids.FILE_BATCH), "tenant": tenant_id,
+                                      "store": store_id}).fetchone()
+    conn.execute(_ADD_FILES, {"batch": batch.id, "tenant": tenant_id, "store": store_id, "files": file_ids})
+    return batch
+
+
+def get(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: str) -> Batch:
+    """The batch ``batch_id`` of ``store_id``.
+
+    Raises:
+        NotFoundError: no such batch in that store for this tenant.
+    """
+    with conn.cursor(row_factory=class_row(Batch)) as cur:
+        row = cur.execute(_GET, {"tenant": tenant_id, "store": store_id, "id": batch_id}).fetchone()
+    if row is None:
+        raise NotFoundError(f"No file batch found with id '{batch_id}' in vector store '{store_id}'.",
+                            param="batch_id")
+    return row
+
+
+def file_counts(conn: psycopg.Connection, tenant_id: str, batch_id: str) -> dict[str, int]:
+    """``{"in_progress", "completed", "failed", "cancelled", "total"}`` over the batch's member files."""
+    in_progress, completed, failed, cancelled, total = conn.execute(
+        _COUNTS, {"tenant": tenant_id, "id": batch_id}).fetchone()
+    return {"in_progress": in_progress, "completed": completed, "failed": failed, "cancelled": cancelled,
+            "total": total}
+
+
+def status(batch: Batch, counts: dict[str, int]) -> str:
+    """OpenAI's batch status: ``cancelled`` once cancelled, ``in_progress`` while a member is, else ``completed``
+    (a batch whose files all failed is ``failed``)."""
+    if batch.cancelled_at is not None:
+        return "cancelled"
+    if counts["in_progress"]:
+        return "in_progress"
+    if counts["total"] and counts["failed"] == counts["total"]:
+        return "failed"
+    return "completed"
+
+
+def cancel(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: str) -> Batch:
+    """Cancel a batch: its files still ``in_progress`` become ``cancelled`` (and lose any chunks an earlier
+    attachment left), in one transaction. Cancelling twice is harmless.
+
+    Raises:
+        NotFoundError: no such batch.
+    """
+    from chalicelib.store import chunks
+
+    with conn.transaction():
+        get(conn, tenant_id, store_id, batch_id)
+        chunks.lock_store(conn, tenant_id, store_id)
+        conn.execute(_CANCEL, {"tenant": tenant_id, "store": store_id, "id": batch_id})
+        for (file_id,) in conn.execute(_CANCEL_FILES, {"tenant": tenant_id, "id": batch_id}).fetchall():
+            chunks.delete_file_chunks(conn, tenant_id, store_id, file_id)
+        chunks.refresh_store_usage(conn, tenant_id, store_id)
+    return get(conn, tenant_id, store_id, batch_id)
