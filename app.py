@@ -13,9 +13,12 @@ from chalicelib.api.routes import file_batches, files, vector_store_files, vecto
 
 API_PREFIX = "/v1"
 
-app = Chalice(app_name="engram")
+app = Chalice(app_name="engram", configure_logs=False)  # powertools owns the "engram" logger
 # Multipart uploads must reach the function as bytes (API Gateway base64-encodes binary media types).
 app.api.binary_types.append("multipart/form-data")
+# The SDK's files.content() sends "Accept: application/binary"; Chalice (and API Gateway) only return a binary body
+# when the Accept header names a binary media type.
+app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")

@@ -38,6 +38,7 @@ ENV_PROCESSING_LEASE_S = "ENGRAM_PROCESSING_LEASE_S"
 ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
 ENV_EXPIRED_RETENTION_S = "ENGRAM_EXPIRED_RETENTION_S"
 ENV_POLL_AFTER_MS = "ENGRAM_POLL_AFTER_MS"
+ENV_BUCKET = "ENGRAM_BUCKET"
 
 # keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
 # acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
@@ -83,8 +84,14 @@ class Settings:
     max_request_bytes: int = 10 * 1024 * 1024  # API Gateway's request payload cap; larger files use /v1/uploads
     processing_lease_s: float = 300.0  # a worker that holds a file longer is presumed dead; the file is retried
     processing_max_attempts: int = 3  # after this many expired leases a file is failed with last_error
+
+    @property
+    def unclaimed_after_s(self) -> float:
+        """Seconds a file may wait for its first worker before it is failed: every attempt's lease, end to end."""
+        return self.processing_lease_s * self.processing_max_attempts
     expired_retention_s: float = 86_400.0  # expired vector stores stay visible (status "expired") this long
     poll_after_ms: int = 500  # openai-poll-after-ms on in_progress objects
+    bucket: str | None = None  # ENGRAM_BUCKET: S3 bucket for upload parts; None → files under data_dir/blobs
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -124,6 +131,7 @@ class Settings:
             processing_max_attempts=_int(env, ENV_PROCESSING_MAX_ATTEMPTS, 3),
             expired_retention_s=_float(env, ENV_EXPIRED_RETENTION_S, 86_400.0),
             poll_after_ms=_int(env, ENV_POLL_AFTER_MS, 500),
+            bucket=env.get(ENV_BUCKET) or None,
         )
 
 

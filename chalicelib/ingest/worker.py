@@ -59,7 +59,8 @@ def housekeeping(settings: Settings, conn=None) -> dict[str, int]:
     conn = conn or connect(settings)
     try:
         return {
-            "failed_files": processing.settle(conn, max_attempts=settings.processing_max_attempts),
+            "failed_files": processing.settle(conn, max_attempts=settings.processing_max_attempts,
+                                              unclaimed_after_s=settings.unclaimed_after_s),
             "expired_stores": vector_stores.sweep_expired(conn, retention_s=settings.expired_retention_s),
             "expired_files": file_rows.sweep_expired(conn),
         }

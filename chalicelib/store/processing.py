@@ -31,16 +31,20 @@ WHERE (vector_store_id, file_id) = (
       AND attempts < %(max_attempts)s
     ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING tenant_id, vector_store_id, file_id, attempts, attributes, chunking_strategy"""
-_EXHAUSTED = """
-SELECT tenant_id, vector_store_id, file_id FROM vector_store_files
-WHERE status = 'in_progress' AND lease_expires_at < now() AND attempts >= %(max_attempts)s
+# Stuck: the last allowed lease expired, or nobody claimed the file for unclaimed_after seconds (no worker runs).
+_STUCK = """status = 'in_progress' AND (
+    (lease_expires_at < now() AND attempts >= %(max_attempts)s)
+    OR (lease_expires_at IS NULL AND %(unclaimed_after)s::float8 IS NOT NULL
+        AND updated_at < now() - make_interval(secs => %(unclaimed_after)s::float8)))"""
+_EXHAUSTED = f"""
+SELECT tenant_id, vector_store_id, file_id, lease_expires_at IS NULL FROM vector_store_files
+WHERE {_STUCK}
   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) AND (%(store)s::text IS NULL OR vector_store_id = %(store)s)
 LIMIT 1000"""
-_FAIL_EXHAUSTED = """
+_FAIL_EXHAUSTED = f"""
 UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
     lease_expires_at = NULL, updated_at = now()
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND status = 'in_progress'
-  AND lease_expires_at < now() AND attempts >= %(max_attempts)s"""
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND {_STUCK}"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +76,21 @@ def claim_next(conn: psycopg.Connection, *, lease_s: float, max_attempts: int) -
 
 
 def settle(conn: psycopg.Connection, *, max_attempts: int, tenant_id: str | None = None,
-           store_id: str | None = None) -> int:
-    """Fail every file whose last allowed lease expired (its workers died), removing any chunks it had, with
-    ``last_error.code = "server_error"``. Scoped to a tenant and/or store when given (settle-on-read); returns how
-    many files were failed."""
+           store_id: str | None = None, unclaimed_after_s: float | None = None) -> int:
+    """Fail every stuck file — its last allowed lease expired (its workers died), or, with ``unclaimed_after_s``,
+    no worker claimed it for that many seconds — removing any chunks it had, with ``last_error.code =
+    "server_error"``. Scoped to a tenant and/or store when given (settle-on-read); returns how many were failed."""
     from chalicelib.store import chunks
 
-    rows = conn.execute(_EXHAUSTED, {"max_attempts": max_attempts, "tenant": tenant_id, "store": store_id}).fetchall()
-    error = Jsonb({"code": "server_error",
-                   "message": f"Processing did not finish after {max_attempts} attempts (the worker stopped)."})
+    query = {"max_attempts": max_attempts, "tenant": tenant_id, "store": store_id,
+             "unclaimed_after": unclaimed_after_s}
+    rows = conn.execute(_EXHAUSTED, query).fetchall()
     failed = 0
-    for tenant, store, file_id in rows:
-        params = {"tenant": tenant, "store": store, "file": file_id, "error": error, "max_attempts": max_attempts}
+    for tenant, store, file_id, unclaimed in rows:
+        message = (f"No worker picked the file up within {unclaimed_after_s:.0f} seconds." if unclaimed else
+                   f"Processing did not finish after {max_attempts} attempts (the worker stopped).")
+        params = {**query, "tenant": tenant, "store": store, "file": file_id,
+                  "error": Jsonb({"code": "server_error", "message": message})}
         with conn.transaction():
             chunks.lock_store(conn, tenant, store)
             if conn.execute(_FAIL_EXHAUSTED, params).rowcount:

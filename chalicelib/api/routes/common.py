@@ -51,6 +51,7 @@ def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str) -> Vecto
         NotFoundError: no such store for this tenant.
     """
     store = vector_stores.get(conn, tenant_id, vs_id)
-    processing.settle(conn, max_attempts=deps.current_settings().processing_max_attempts, tenant_id=tenant_id,
-                      store_id=vs_id)
+    config = deps.current_settings()
+    processing.settle(conn, max_attempts=config.processing_max_attempts, tenant_id=tenant_id, store_id=vs_id,
+                      unclaimed_after_s=config.unclaimed_after_s)
     return store
