@@ -9,7 +9,7 @@ from chalice import Chalice
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
 from chalicelib.api.observability import observe
-from chalicelib.api.routes import file_batches, files, vector_store_files, vector_stores
+from chalicelib.api.routes import file_batches, files, uploads, vector_store_files, vector_stores
 
 API_PREFIX = "/v1"
 
@@ -22,7 +22,7 @@ app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
-for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp):
+for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 
 

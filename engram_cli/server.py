@@ -49,7 +49,7 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
         OSError: the port is taken.
     """
     from chalice.config import Config
-    from chalice.local import create_local_server
+    from chalice.local import LocalChalice, LocalDevServer, create_local_server
 
     import app as application
 
@@ -60,7 +60,10 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
 
     pool(settings)  # start the database and migrate before the first request
     config = Config.create(chalice_stage="dev", app_name="engram")
-    server = create_local_server(application.app, config, host, port)
+    if isinstance(application.app, LocalChalice):  # served before in this process (tests start one per module):
+        server = LocalDevServer(application.app, config, host, port)  # re-wrapping would make a class cycle
+    else:
+        server = create_local_server(application.app, config, host, port)
     actual_port = server.server.server_address[1]
     thread = threading.Thread(target=server.server.serve_forever, name="engram-http", daemon=True)
     thread.start()

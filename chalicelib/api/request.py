@@ -7,6 +7,7 @@ Every helper raises :class:`~chalicelib.errors.InvalidRequestError` (400, naming
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 import pydantic
@@ -66,20 +67,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# Characters Postgres text and jsonb cannot hold: U+0000, and lone surrogates (JSON "\ud800" escapes), which
+# have no UTF-8 encoding.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def _check_values(value: Any, path: str, depth: int) -> None:
-    # Postgres text and jsonb cannot hold U+0000; refuse it up front rather than fail in the database.
+    # Refuse unstorable characters up front rather than fail in the database.
     if depth > MAX_JSON_DEPTH:
         raise InvalidRequestError("The request body is nested too deeply.", param=path or None)
     if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidRequestError(f"Invalid '{path}': strings may not contain NUL (U+0000) characters.",
-                                      param=path or None, code="invalid_value")
+        if _UNSTORABLE.search(value):
+            raise InvalidRequestError(f"Invalid '{path}': strings may not contain NUL (U+0000) characters or "
+                                      "unpaired surrogates.", param=path or None, code="invalid_value")
     elif isinstance(value, dict):
         for key, item in value.items():
             child = f"{path}.{key}" if path else key
-            if "\x00" in key:
-                raise InvalidRequestError("Object keys may not contain NUL (U+0000) characters.",
-                                          param=path or None, code="invalid_value")
+            if _UNSTORABLE.search(key):
+                raise InvalidRequestError("Object keys may not contain NUL (U+0000) characters or unpaired "
+                                          "surrogates.", param=path or None, code="invalid_value")
             _check_values(item, child, depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -96,7 +102,8 @@ def validate(model: type[Model], data: Any) -> Model:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise InvalidRequestError(*_describe(exc)) from None
+        message, param = _describe(exc)
+        raise InvalidRequestError(message, param=param) from None
     except RecursionError:
         raise InvalidRequestError("The request body is nested too deeply.") from None
 

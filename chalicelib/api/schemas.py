@@ -135,3 +135,11 @@ class FileExpiresAfter(_Body):
 
     anchor: Literal["created_at"]
     seconds: int = Field(ge=3600, le=2_592_000)
+
+
+class FileExpiresAfterForm(_Body):
+    """The upload form's ``expires_after`` as one field, so errors name ``expires_after.seconds`` (not ``seconds``)."""
+
+    model_config = ConfigDict(extra="ignore", strict=False)
+
+    expires_after: FileExpiresAfter

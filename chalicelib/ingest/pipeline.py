@@ -122,6 +122,9 @@ def process_file(conn: psycopg.Connection, tenant_id: str, store: VectorStore, f
                                             usage_bytes=chunk_rows.usage_bytes(chunks, embedder.dimension),
                                             content_sha256=file_rows.sha256_hex(data), attempt=attempt):
                 raise _Superseded
+            # Read the attributes again now that the row is locked: an update made while the file was being
+            # processed must reach its chunks (filters read the chunks' copy).
+            attributes = file_rows.get_store_file(conn, tenant_id, store.id, file_id).attributes
             chunk_rows.delete_file_chunks(conn, tenant_id, store.id, file_id)
             chunk_rows.insert_file_chunks(conn, tenant_id, store.id, file_id, chunks, vectors,
                                           dim=embedder.dimension, attributes=attributes)

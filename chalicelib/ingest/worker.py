@@ -15,6 +15,8 @@ from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.ingest.attach import process_claimed
 from chalicelib.store import files as file_rows
+from chalicelib.store import uploads
+from chalicelib.store.blobs import blob_store
 from chalicelib.store import processing
 from chalicelib.store import vector_stores
 
@@ -52,7 +54,8 @@ def work_once(settings: Settings, embedder: Embedder, conn=None) -> bool:
 
 def housekeeping(settings: Settings, conn=None) -> dict[str, int]:
     """One pass: fail files whose final lease expired, delete expired stores (past the retention) and expired
-    files. Returns counts ``{"failed_files", "expired_stores", "expired_files"}``."""
+    files, and the parts of finished or expired uploads. Returns counts ``{"failed_files", "expired_stores",
+    "expired_files", "stale_uploads"}``."""
     from chalicelib.store.db import connect
 
     own = conn is None
@@ -63,6 +66,7 @@ def housekeeping(settings: Settings, conn=None) -> dict[str, int]:
                                               unclaimed_after_s=settings.unclaimed_after_s),
             "expired_stores": vector_stores.sweep_expired(conn, retention_s=settings.expired_retention_s),
             "expired_files": file_rows.sweep_expired(conn),
+            "stale_uploads": uploads.sweep_expired(conn, blob_store(settings)),
         }
     finally:
         if own:

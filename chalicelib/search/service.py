@@ -99,7 +99,10 @@ def parse_ranking_options(raw: Any, *, param: str = "ranking_options") -> Rankin
 def _number(value: Any, param: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise InvalidRequestError(f"{param.rsplit('.', 1)[-1]} must be a number.", param=param)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range (JSON allows any number of digits)
+        raise InvalidRequestError(f"{param.rsplit('.', 1)[-1]} is out of range.", param=param) from None
 
 
 def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore], query: str | Sequence[str], *,

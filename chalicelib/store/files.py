@@ -74,7 +74,8 @@ INSERT INTO vector_store_files (tenant_id, vector_store_id, file_id, status, att
 VALUES (%(tenant)s, %(store)s, %(file)s, 'in_progress', %(attributes)s, %(strategy)s)
 ON CONFLICT (vector_store_id, file_id) DO UPDATE
 SET status = 'in_progress', last_error = NULL, attributes = EXCLUDED.attributes,
-    chunking_strategy = EXCLUDED.chunking_strategy, attempts = 0, lease_expires_at = NULL, updated_at = now()"""
+    chunking_strategy = EXCLUDED.chunking_strategy, attempt_base = vector_store_files.attempts,
+    lease_expires_at = NULL, updated_at = now()"""
 _GET_STORE_FILE = f"""
 SELECT {_STORE_FILE_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
 WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""

@@ -4,7 +4,8 @@ worker died is retried or failed, so that no file stays ``in_progress`` forever 
 A claim sets ``lease_expires_at = now() + lease`` and increments ``attempts``; the worker's final write is guarded
 by that attempt number (:func:`chalicelib.store.files.mark_completed`). A lease that expires means the worker is
 gone: the file is claimable again until ``max_attempts`` claims have expired, then :func:`settle` fails it with
-``last_error = {"code": "server_error", ...}``.
+``last_error = {"code": "server_error", ...}``. Attempt numbers only grow (re-attaching a file moves
+``attempt_base`` instead of resetting them), so a stale worker's guard can never match a newer claim.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ _CLAIM = """
 UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => %(lease)s),
     updated_at = now()
 WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND status = 'in_progress'
-  AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND attempts < %(max_attempts)s
+  AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND attempts - attempt_base < %(max_attempts)s
 RETURNING attempts"""
 _CLAIM_NEXT = """
 UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => %(lease)s),
@@ -28,12 +29,12 @@ UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() 
 WHERE (vector_store_id, file_id) = (
     SELECT vector_store_id, file_id FROM vector_store_files
     WHERE status = 'in_progress' AND (lease_expires_at IS NULL OR lease_expires_at < now())
-      AND attempts < %(max_attempts)s
+      AND attempts - attempt_base < %(max_attempts)s
     ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING tenant_id, vector_store_id, file_id, attempts, attributes, chunking_strategy"""
 # Stuck: the last allowed lease expired, or nobody claimed the file for unclaimed_after seconds (no worker runs).
 _STUCK = """status = 'in_progress' AND (
-    (lease_expires_at < now() AND attempts >= %(max_attempts)s)
+    (lease_expires_at < now() AND attempts - attempt_base >= %(max_attempts)s)
     OR (lease_expires_at IS NULL AND %(unclaimed_after)s::float8 IS NOT NULL
         AND updated_at < now() - make_interval(secs => %(unclaimed_after)s::float8)))"""
 _EXHAUSTED = f"""

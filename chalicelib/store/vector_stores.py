@@ -266,4 +266,9 @@ def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
     kind = "halfvec" if halfvec and dim > HNSW_MAX_VECTOR_DIM else "vector"
     # migrations/0002_api.sql: a SECURITY DEFINER function, so the API's role (not the table owner) can call it.
     if conn.execute(_INDEX_EXISTS, (hnsw_index_name(dim),)).fetchone() is None:
-        conn.execute("SELECT engram_ensure_hnsw_index(%s, %s, %s, %s)", (dim, kind, HNSW_M, HNSW_EF_CONSTRUCTION))
+        try:
+            with conn.transaction():  # a savepoint, so losing the race below leaves the caller's transaction usable
+                conn.execute("SELECT engram_ensure_hnsw_index(%s, %s, %s, %s)",
+                             (dim, kind, HNSW_M, HNSW_EF_CONSTRUCTION))
+        except psycopg.errors.UniqueViolation:
+            pass  # a concurrent request created it first (CREATE INDEX IF NOT EXISTS races on pg_class)

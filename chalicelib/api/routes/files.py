@@ -10,7 +10,7 @@ from chalicelib.api import multipart, objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import file_id as checked_file_id
 from chalicelib.api.routes.common import respond
-from chalicelib.api.schemas import FileExpiresAfter
+from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
 
@@ -62,7 +62,8 @@ def _expires_in(fields: dict[str, str]) -> float | None:
     anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
     if anchor is None and seconds is None:
         return None
-    value = request.validate(FileExpiresAfter, {"anchor": anchor, "seconds": seconds})
+    value = request.validate(FileExpiresAfterForm,
+                             {"expires_after": {"anchor": anchor, "seconds": seconds}}).expires_after
     return float(value.seconds)
 
 
