@@ -40,6 +40,30 @@ class RunningServer:
         close_pools()
 
 
+def _request_handler_cls():
+    import json
+
+    from chalice.local import ChaliceRequestHandler, ForbiddenError
+
+    class RequestHandler(ChaliceRequestHandler):
+        # Chalice writes headers and body in separate sends; with Nagle on, keep-alive clients wait ~40 ms for the
+        # delayed ACK on every request.
+        disable_nagle_algorithm = True
+
+        def _send_error_response(self, error) -> None:
+            # Chalice's local gateway answers an unknown path with API Gateway's 403 — and echoes the caller's
+            # Authorization header in it. Answer as OpenAI does instead: 404, the error envelope, no secrets.
+            if isinstance(error, ForbiddenError):
+                path = self.path.split("?", 1)[0]
+                body = {"error": {"message": f"Invalid URL ({self.command} {path})", "type": "invalid_request_error",
+                                  "param": None, "code": None}}
+                self._send_http_response(404, {"Content-Type": "application/json"}, json.dumps(body).encode())
+                return
+            super()._send_error_response(error)
+
+    return RequestHandler
+
+
 def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embedder: Embedder | None = None,
           worker_threads: int = 1) -> RunningServer:
     """Serve ``app.py`` on ``host:port`` (0 picks a free port) in a daemon thread, with ``worker_threads``
@@ -49,7 +73,7 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
         OSError: the port is taken.
     """
     from chalice.config import Config
-    from chalice.local import LocalChalice, LocalDevServer, create_local_server
+    from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer
 
     import app as application
 
@@ -60,10 +84,11 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
 
     pool(settings)  # start the database and migrate before the first request
     config = Config.create(chalice_stage="dev", app_name="engram")
-    if isinstance(application.app, LocalChalice):  # served before in this process (tests start one per module):
-        server = LocalDevServer(application.app, config, host, port)  # re-wrapping would make a class cycle
-    else:
-        server = create_local_server(application.app, config, host, port)
+    app_obj = application.app
+    if not isinstance(app_obj, LocalChalice):  # what chalice.local.create_local_server does, done once per process:
+        CustomLocalChalice.__bases__ = (LocalChalice, app_obj.__class__)  # a second time makes a class cycle
+        app_obj.__class__ = CustomLocalChalice
+    server = LocalDevServer(app_obj, config, host, port, handler_cls=_request_handler_cls())
     actual_port = server.server.server_address[1]
     thread = threading.Thread(target=server.server.serve_forever, name="engram-http", daemon=True)
     thread.start()

@@ -164,6 +164,6 @@ def test_request_over_10_mb_is_413_and_stores_nothing(make_client, api_settings)
     assert api_settings.max_request_bytes == 10 * 1024 * 1024
     with pytest.raises(openai.APIStatusError) as exc:
         client.files.create(file=("big.bin", b"\0" * (10 * 1024 * 1024 + 1)), purpose="assistants")
-    assert exc.value.status_code == 413
+    assert exc.value.status_code == 413 and exc.value.code == "request_too_large"
     assert set(exc.value.body) == {"message", "type", "param", "code"}
     assert _all_ids(client) == [existing.id]

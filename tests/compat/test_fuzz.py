@@ -30,16 +30,18 @@ from hypothesis import strategies as st
 
 import app as application
 from chalicelib import ids
+from chalicelib.api.routes.files import PURPOSES
+from chalicelib.api.schemas import FileExpiresAfter
 from chalicelib.store import db
 
 # The in-process server's threads (connection pool, worker) use the random module while hypothesis generates.
 pytestmark = [pytest.mark.filterwarnings("ignore:Do not use the `random` module"),
               pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
-HYPOTHESIS = settings(max_examples=350, deadline=None, derandomize=True, database=None,
+HYPOTHESIS = settings(max_examples=1200, deadline=None, derandomize=True, database=None,
                       suppress_health_check=list(HealthCheck))
-SMALL = settings(HYPOTHESIS, max_examples=60)
-SEARCH = settings(HYPOTHESIS, max_examples=150)
+SMALL = settings(HYPOTHESIS, max_examples=100)
+SEARCH = settings(HYPOTHESIS, max_examples=400)
 
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 PATH_PARAM = re.compile(r"\{(\w+)\}")
@@ -57,14 +59,12 @@ REAL_STORE_OK = {
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD}
-
-
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
 def test_every_route_is_fuzzed():
-    """A new route that writes must be reviewed here (and in :func:`_poison`) before it is fuzzed."""
-    assert len(ROUTES) == 25
+    """Every route of ``app.app.routes`` is fuzzed; one that writes must first be reviewed here (and a poison added
+    in :func:`_poison` if it creates), so the fuzz can never make it write."""
     assert WRITES == {
         ("POST", "/v1/files"), ("DELETE", "/v1/files/{file_id}"), ("POST", "/v1/vector_stores"),
         ("POST", "/v1/vector_stores/{vector_store_id}"), ("DELETE", "/v1/vector_stores/{vector_store_id}"),
@@ -79,6 +79,12 @@ def test_every_route_is_fuzzed():
 
 # ---------------------------------------------------------------------------------------------------------------
 # Fixtures: a tenant with real objects, an HTTP client, the snapshot
+
+
+@pytest.fixture(scope="module")
+def anonymous(server):
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        yield c
 
 
 @dataclass
@@ -291,10 +297,9 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
         return body
     body = dict(body)
     if template == "/v1/vector_stores" and method == "POST":
-        choice = draw(st.sampled_from(["file_ids", "expires_after", "metadata", "name", "chunking_strategy"]))
+        choice = draw(st.sampled_from(["file_ids", "expires_after", "metadata", "name", "description"]))
         body[choice] = {"file_ids": [unknown_id(ids.FILE)], "expires_after": {"anchor": "never", "days": 1},
-                        "metadata": ["not", "an", "object"], "name": 42,
-                        "chunking_strategy": {"type": "static"}}[choice]
+                        "metadata": ["not", "an", "object"], "name": 42, "description": 42}[choice]
     elif template == "/v1/vector_stores/{vector_store_id}/files":
         body["file_id"] = draw(st.sampled_from([unknown_id(ids.FILE), 7, None, ["file-x"]]))
     elif template == "/v1/vector_stores/{vector_store_id}/file_batches":
@@ -404,6 +409,8 @@ def multipart_body(draw, file_field: str = "file") -> tuple[bytes, str | None]:
              "application/json", None]))
     purpose = draw(st.one_of(st.sampled_from(["", "ASSISTANTS", "assistants\x00", "user_data "]), text)) \
         if poison == "purpose" else "assistants"
+    if poison == "purpose" and purpose in PURPOSES:
+        purpose = "x"
     filename = draw(st.sampled_from(["", "/", "\\", "a/", "\x00", "  ", "dir\\\x00"])) if poison == "filename" \
         else draw(st.one_of(st.sampled_from(["x.txt", "🦜.pdf", "a\"b.txt", "../../etc/passwd", "n" * 1000]), text))
     parts = []
@@ -414,8 +421,11 @@ def multipart_body(draw, file_field: str = "file") -> tuple[bytes, str | None]:
         anchor = draw(st.one_of(st.sampled_from(["created_at", "last_active_at"]), text))
         seconds = draw(st.one_of(st.sampled_from(["0", "3599", "2592001", "-1", "1e9", "abc", "", "9" * 500]),
                                  text.map(str)))
-        if anchor == "created_at" and seconds.isdigit() and 3600 <= int(seconds) <= 2_592_000:
+        try:  # the server's own check: never a valid pair
+            FileExpiresAfter.model_validate({"anchor": anchor, "seconds": seconds})
             seconds = "1"
+        except ValueError:
+            pass
         parts.append(("expires_after[anchor]", None, anchor.encode("utf-8", "surrogatepass")))
         parts.append(("expires_after[seconds]", None, seconds.encode("utf-8", "surrogatepass")))
     out = b""
@@ -549,10 +559,9 @@ def test_fuzz_attach_strategies(http, real, before, cs, attrs, batch, ascii):
             min_size=1, max_size=300).map(lambda s: "Bearer " + s),
     st.sampled_from(["Bearer", "bearer x", "Basic Zm9vOmJhcg==", "Bearer " + "k" * 5000, "Bearer sk-' OR 1=1 --",
                      "Bearer \tx", "Bearer a b", "Bearer sk-engram-\xff\xfe"])))
-def test_fuzz_authorization(server, before, value):
+def test_fuzz_authorization(anonymous, before, value):
     """Hostile Authorization headers: 401 in the envelope, never anything else."""
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        response = c.get("/vector_stores", headers={"Authorization": value.encode("latin-1")})
+    response = anonymous.get("/vector_stores", headers={"Authorization": value.encode("latin-1")})
     assert response.status_code == 401, (value, response.text)
     assert set(response.json()["error"]) == ENVELOPE_KEYS
 

@@ -20,6 +20,7 @@ from chalicelib.store import db
 RED_TEXT = b"Crimson ledger: the red tenant's quarterly octarine budget is forty-two thousand florins."
 RED_BATCH_TEXT = b"Scarlet memo: red's zeppelin maintenance happens every third Thursday at the aerodrome."
 BLUE_TEXT = b"Cobalt notes: the blue tenant keeps its harpsichord tuning schedule here."
+RED_UPLOAD = b"Vermilion draft: red's upload, sent in one part, not yet completed."
 
 
 @dataclass
@@ -28,6 +29,9 @@ class Red:
     batch_file_id: str
     store_id: str
     batch_id: str
+    upload_id: str
+    part_id: str
+    pending_upload_id: str  # stays pending, its part stored
 
 
 @dataclass
@@ -58,7 +62,14 @@ def red(red_client) -> Red:
     assert batch.status == "completed", batch
     hits = red_client.vector_stores.search(store.id, query=RED_TEXT.decode()).data
     assert hits and hits[0].file_id == f.id and RED_TEXT.decode() in hits[0].content[0].text
-    return Red(file_id=f.id, batch_file_id=g.id, store_id=store.id, batch_id=batch.id)
+    upload = red_client.uploads.create(bytes=len(RED_UPLOAD), filename="red-upload.txt", mime_type="text/plain",
+                                       purpose="assistants")
+    part = red_client.uploads.parts.create(upload.id, data=RED_UPLOAD)
+    pending = red_client.uploads.create(bytes=2 * len(RED_UPLOAD), filename="red-pending.txt",
+                                        mime_type="text/plain", purpose="assistants")
+    red_client.uploads.parts.create(pending.id, data=RED_UPLOAD)
+    return Red(file_id=f.id, batch_file_id=g.id, store_id=store.id, batch_id=batch.id, upload_id=upload.id,
+               part_id=part.id, pending_upload_id=pending.id)
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +141,18 @@ def _attacks(c: openai.OpenAI, red: Red, blue: Blue) -> list[tuple[str, Callable
     ]
 
 
-def test_blue_gets_404_for_every_route_with_red_ids(red_client, blue_client, red, blue):
+def _red_uploads(api_settings) -> list[tuple]:
+    """Red's uploads with their status and part count (no API route reads an upload back)."""
+    with db.connect(api_settings) as owner:
+        return owner.execute("SELECT u.id, u.status, u.bytes, u.file_id, (SELECT count(*) FROM upload_parts p "
+                             "WHERE p.upload_id = u.id) FROM uploads u WHERE u.tenant_id = 'red' ORDER BY u.id"
+                             ).fetchall()
+
+
+def test_blue_gets_404_for_every_route_with_red_ids(api_settings, red_client, blue_client, red, blue):
     before = _red_state(red_client, red)
+    uploads_before = _red_uploads(api_settings)
+    assert [(status, parts) for _, status, _, _, parts in uploads_before] == [("pending", 1), ("pending", 1)]
     failures = []
     for name, call in _attacks(blue_client, red, blue):
         try:
@@ -146,6 +167,7 @@ def test_blue_gets_404_for_every_route_with_red_ids(red_client, blue_client, red
     assert not failures, "\n".join(failures)
 
     assert _red_state(red_client, red) == before
+    assert _red_uploads(api_settings) == uploads_before
     store = red_client.vector_stores.retrieve(red.store_id)
     assert store.name == "red-store" and store.metadata == {"owner": "red"} and store.expires_after is None
     assert store.file_counts.completed == 2 and store.file_counts.total == 2
@@ -154,6 +176,16 @@ def test_blue_gets_404_for_every_route_with_red_ids(red_client, blue_client, red
     assert hits[0].attributes in ({}, None)
     # blue's own store holds only blue's file (red's could not be attached)
     assert [x.id for x in blue_client.vector_stores.files.list(vector_store_id=blue.store_id)] == [blue.file_id]
+    # blue cannot complete its own upload with red's part either
+    mine = blue_client.uploads.create(bytes=len(RED_UPLOAD), filename="x.txt", mime_type="text/plain",
+                                      purpose="assistants")
+    with pytest.raises(openai.BadRequestError):
+        blue_client.uploads.complete(mine.id, part_ids=[red.part_id])
+    # red's upload is still pending with its one part: red completes it and gets exactly its bytes
+    done = red_client.uploads.complete(red.upload_id, part_ids=[red.part_id])
+    assert done.status == "completed" and done.file is not None
+    assert red_client.files.content(done.file.id).read() == RED_UPLOAD
+    assert done.file.id not in {x.id for x in blue_client.files.list()}
 
 
 def test_blue_lists_never_show_red(red_client, blue_client, red, blue):
@@ -196,7 +228,7 @@ def test_blue_search_never_returns_red_chunks(blue_client, red, blue):
 # The database wall
 
 TABLES = ("chunks", "files", "vector_stores", "vector_store_files", "keyword_stats", "embedding_cache",
-          "file_batches", "file_batch_files", "tenants")
+          "file_batches", "file_batch_files", "tenants", "uploads", "upload_parts")
 
 
 def _owner_counts(conn: psycopg.Connection, tenant: str) -> dict[str, int]:

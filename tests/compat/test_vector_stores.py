@@ -76,8 +76,9 @@ def test_auto_chunking_comes_back_static(client):
     store = client.vector_stores.create(file_ids=[file_id], chunking_strategy={"type": "auto"})
     item = client.vector_stores.files.retrieve(file_id, vector_store_id=store.id)
     assert item.chunking_strategy is not None and item.chunking_strategy.type == "static"
-    assert item.chunking_strategy.static.max_chunk_size_tokens >= 100
-    assert 0 <= item.chunking_strategy.static.chunk_overlap_tokens <= item.chunking_strategy.static.max_chunk_size_tokens // 2
+    static = item.chunking_strategy.static
+    assert static.max_chunk_size_tokens >= 100
+    assert 0 <= static.chunk_overlap_tokens <= static.max_chunk_size_tokens // 2
     # No strategy at all behaves like auto.
     default = client.vector_stores.create(file_ids=[file_id])
     assert client.vector_stores.files.retrieve(file_id, vector_store_id=default.id).chunking_strategy.type == "static"
