@@ -73,7 +73,7 @@ from chalicelib.embed.hashing import HashingEmbedder  # noqa: E402
 from chalicelib.ingest.chunk import Chunk  # noqa: E402
 from chalicelib.search import service  # noqa: E402
 from chalicelib.search.keyword import keyword_search  # noqa: E402
-from chalicelib.search.service import RankingOptions, parse_ranking_options, search  # noqa: E402
+from chalicelib.search.service import parse_ranking_options, search  # noqa: E402
 from chalicelib.search.vector import VectorScope, vector_search  # noqa: E402
 from chalicelib.store import api_keys  # noqa: E402
 from chalicelib.store import chunks as chunk_rows  # noqa: E402

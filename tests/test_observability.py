@@ -149,6 +149,7 @@ def test_metrics_failure_never_changes_the_response(app, capsys, monkeypatch):
 
     monkeypatch.setattr(obs, "_emit_metrics", broken)
     monkeypatch.setattr(obs, "_request_id", broken)  # even a failing start phase is harmless
+    monkeypatch.setattr(obs, "_publish_outside_requests", True)  # as in Lambda
     with Client(app) as client:
         response = client.http.get("/search/vs_1")
     assert response.status_code == 200
@@ -187,7 +188,13 @@ def test_disabled_metrics_emit_no_emf_but_still_log(app, capsys):
     assert captured.err == ""
 
 
-def test_record_outside_a_request_publishes_immediately(capsys):
+def test_record_outside_a_request_is_dropped_off_lambda(capsys):
+    record(obs.RESULTS_RETURNED, 7, unit="Count")
+    assert capsys.readouterr().out == ""  # the CLI's stdout stays its own
+
+
+def test_record_outside_a_request_publishes_immediately_in_lambda(capsys, monkeypatch):
+    monkeypatch.setattr(obs, "_publish_outside_requests", True)
     record(obs.RESULTS_RETURNED, 7, unit="Count")
     record("Bad", 1, unit="NotAUnit")  # dropped, never raises
     (emf,) = _emf(_lines(capsys.readouterr().out))

@@ -89,6 +89,9 @@ REQUEST_ID_HEADER = "x-request-id"
 
 _OFF = {"off", "0", "false", "no", "disabled"}
 _metrics_on: bool = os.environ.get("ENGRAM_METRICS", "on").strip().lower() not in _OFF
+# Outside a request, points are published only inside AWS Lambda (event handlers), where stdout is CloudWatch's;
+# on a workstation stdout belongs to the CLI (e.g. `engram search --json`), so such points are dropped.
+_publish_outside_requests: bool = "AWS_LAMBDA_FUNCTION_NAME" in os.environ
 
 _internal = logging.getLogger("engram.observability")  # failures of this module itself; never raised
 
@@ -209,8 +212,9 @@ def record(name: str, value: float, unit: str = "Milliseconds") -> None:
 
     ``value`` is in ``unit``, any CloudWatch unit name (``"Milliseconds"`` default, ``"Count"``, ``"Bytes"``, ...).
     Inside a request the point joins that request's single EMF document, flushed by :func:`observe` when the
-    request ends. Outside a request (CLI, ingestion events, worker threads without the request context) it is
-    published immediately as its own EMF document. A no-op while metrics are disabled.
+    request ends. Outside a request (ingestion events, worker threads without the request context) it is
+    published immediately as its own EMF document when running in AWS Lambda, and dropped elsewhere (the CLI's
+    stdout is its output). A no-op while metrics are disabled.
 
     Never raises: an invalid name, unit or value is dropped and reported on the ``engram.observability`` logger
     at WARNING.
@@ -222,6 +226,8 @@ def record(name: str, value: float, unit: str = "Milliseconds") -> None:
         if state is not None and state.provider is not None:
             with state.lock:
                 state.provider.add_metric(name=name, unit=unit, value=float(value))
+            return
+        if not _publish_outside_requests:
             return
         shared = get_metrics()
         with _metrics_lock:

@@ -137,7 +137,11 @@ def _attacks(c: openai.OpenAI, red: Red, blue: Blue) -> list[tuple[str, Callable
         ("file_batches.cancel(blue store)", lambda: fb.cancel(r.batch_id, vector_store_id=b.store_id)),
         ("file_batches.list_files", lambda: fb.list_files(r.batch_id, vector_store_id=r.store_id)),
         ("file_batches.list_files(blue store)", lambda: fb.list_files(r.batch_id, vector_store_id=b.store_id)),
-        # red's ids used as cursors on blue's lists: an unknown cursor, not a peek into red's ordering
+        ("uploads.parts.create", lambda: c.uploads.parts.create(r.upload_id, data=b"blue bytes")),
+        ("uploads.complete", lambda: c.uploads.complete(r.upload_id, part_ids=[r.part_id])),
+        ("uploads.cancel", lambda: c.uploads.cancel(r.upload_id)),
+        ("uploads.cancel(pending)", lambda: c.uploads.cancel(r.pending_upload_id)),
+        ("uploads.parts.create(pending)", lambda: c.uploads.parts.create(r.pending_upload_id, data=RED_UPLOAD)),
     ]
 
 

@@ -13,6 +13,7 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
 from chalicelib.ingest import attach
+from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.search.service import parse_ranking_options, search
 from chalicelib.store import vector_stores
 
@@ -32,6 +33,8 @@ def create_vector_store() -> Response:
     body = request.validate(CreateVectorStore, request.json_body(bp.current_request))
     tenant, embedder = current_tenant(), deps.embedder()
     entries = [(f, None, body.chunking_strategy) for f in body.file_ids or []]
+    if body.chunking_strategy is not None and not entries:  # checked even when no file uses it yet
+        resolve_chunking_strategy(body.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
     with tenant_db() as conn:
         prepared = attach.prepare(conn, tenant, entries, embedder=embedder,
                                   param=lambda i, field: "file_ids" if field == "file_id" else field)
