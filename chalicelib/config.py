@@ -39,10 +39,29 @@ ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
 ENV_EXPIRED_RETENTION_S = "ENGRAM_EXPIRED_RETENTION_S"
 ENV_POLL_AFTER_MS = "ENGRAM_POLL_AFTER_MS"
 ENV_BUCKET = "ENGRAM_BUCKET"
+# Serverless ingestion (issue 4). AWS endpoints (moto locally) come from boto3's own AWS_ENDPOINT_URL[_S3|_SQS].
+ENV_INGEST_QUEUE = "ENGRAM_INGEST_QUEUE"
+ENV_EMBED_QUEUE = "ENGRAM_EMBED_QUEUE"
+ENV_EMBED_BATCH_CHUNKS = "ENGRAM_EMBED_BATCH_CHUNKS"
+ENV_MAX_RECEIVES = "ENGRAM_MAX_RECEIVES"
+ENV_DATABASE_SECRET_ARN = "ENGRAM_DATABASE_SECRET_ARN"
+# Chat backends, the Responses API and summarization (issue 5).
+ENV_CHAT_PROVIDER = "ENGRAM_CHAT_PROVIDER"
+ENV_CHAT_BASE_URL = "ENGRAM_CHAT_BASE_URL"
+ENV_CHAT_API_KEY = "ENGRAM_CHAT_API_KEY"
+ENV_CHAT_MODEL_ROUTES = "ENGRAM_CHAT_MODEL_ROUTES"
+ENV_CHAT_TIMEOUT_S = "ENGRAM_CHAT_TIMEOUT_S"
+ENV_CHAT_MAX_RETRIES = "ENGRAM_CHAT_MAX_RETRIES"
+ENV_SUMMARY_MODEL = "ENGRAM_SUMMARY_MODEL"
+ENV_SUMMARY_THRESHOLD_TOKENS = "ENGRAM_SUMMARY_THRESHOLD_TOKENS"
+ENV_SUMMARY_KEEP_TURNS = "ENGRAM_SUMMARY_KEEP_TURNS"
 
 # keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
 # acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
 AUTH_MODES = ("keys", "dev")
+
+# openai: any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama, LiteLLM); bedrock: Converse API.
+CHAT_PROVIDERS = ("openai", "bedrock")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
 
@@ -92,6 +111,22 @@ class Settings:
     expired_retention_s: float = 86_400.0  # expired vector stores stay visible (status "expired") this long
     poll_after_ms: int = 500  # openai-poll-after-ms on in_progress objects
     bucket: str | None = None  # ENGRAM_BUCKET: S3 bucket for upload parts; None → files under data_dir/blobs
+    # --- serverless ingestion (issue 4) ---
+    ingest_queue: str | None = None  # ENGRAM_INGEST_QUEUE: SQS queue name/URL for ingestion; None → in-process
+    embed_queue: str | None = None  # ENGRAM_EMBED_QUEUE: SQS queue name/URL for embedding batches
+    embed_batch_chunks: int = 64  # chunks per embedding-batch message
+    max_receives: int = 5  # SQS maxReceiveCount before a message moves to its dead-letter queue
+    database_secret_arn: str | None = None  # ENGRAM_DATABASE_SECRET_ARN: Secrets Manager secret holding the DSN
+    # --- chat backends and the Responses API (issue 5) ---
+    chat_provider: str = "openai"  # ENGRAM_CHAT_PROVIDER: openai | bedrock (default backend)
+    chat_base_url: str | None = None  # ENGRAM_CHAT_BASE_URL: OpenAI-compatible /v1 root; None (and not bedrock) → off
+    chat_api_key: str | None = None  # ENGRAM_CHAT_API_KEY
+    chat_model_routes: str | None = None  # ENGRAM_CHAT_MODEL_ROUTES: "pattern=provider[,...]" (see chat.routing)
+    chat_timeout_s: float = 120.0  # per backend call, seconds
+    chat_max_retries: int = 2  # retries on 429/5xx/timeouts, with exponential backoff
+    summary_model: str | None = None  # ENGRAM_SUMMARY_MODEL: smaller model for summaries; None → request's model
+    summary_threshold_tokens: int = 8000  # history above this many tokens gets its older turns summarized
+    summary_keep_turns: int = 4  # most recent turns kept verbatim when summarizing
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
@@ -132,6 +167,20 @@ class Settings:
             expired_retention_s=_float(env, ENV_EXPIRED_RETENTION_S, 86_400.0),
             poll_after_ms=_int(env, ENV_POLL_AFTER_MS, 500),
             bucket=env.get(ENV_BUCKET) or None,
+            ingest_queue=env.get(ENV_INGEST_QUEUE) or None,
+            embed_queue=env.get(ENV_EMBED_QUEUE) or None,
+            embed_batch_chunks=_int(env, ENV_EMBED_BATCH_CHUNKS, 64),
+            max_receives=_int(env, ENV_MAX_RECEIVES, 5),
+            database_secret_arn=env.get(ENV_DATABASE_SECRET_ARN) or None,
+            chat_provider=_choice(env, ENV_CHAT_PROVIDER, CHAT_PROVIDERS, "openai"),
+            chat_base_url=env.get(ENV_CHAT_BASE_URL) or None,
+            chat_api_key=env.get(ENV_CHAT_API_KEY) or None,
+            chat_model_routes=env.get(ENV_CHAT_MODEL_ROUTES) or None,
+            chat_timeout_s=_float(env, ENV_CHAT_TIMEOUT_S, 120.0),
+            chat_max_retries=_int(env, ENV_CHAT_MAX_RETRIES, 2),
+            summary_model=env.get(ENV_SUMMARY_MODEL) or None,
+            summary_threshold_tokens=_int(env, ENV_SUMMARY_THRESHOLD_TOKENS, 8000),
+            summary_keep_turns=_int(env, ENV_SUMMARY_KEEP_TURNS, 4),
         )
 
 
