@@ -5,7 +5,7 @@ model answers with text and/or ``tool_calls``. Backends translate to their wire 
 Bedrock Converse) and raise Engram's own errors for anything that went wrong upstream (rendered in OpenAI's envelope
 at the API boundary): ``UpstreamError`` (502, after retries), ``UpstreamTimeoutError`` (504), ``RateLimitError``
 (429, upstream still rate-limiting after retries), ``InvalidRequestError`` (400, the backend rejected the request),
-``ChatNotConfiguredError`` would be an InvalidRequestError naming ENGRAM_CHAT_BASE_URL.
+With no backend configured, routing raises an error naming ENGRAM_CHAT_BASE_URL.
 """
 
 from __future__ import annotations
