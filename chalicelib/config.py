@@ -45,6 +45,7 @@ ENV_EMBED_QUEUE = "ENGRAM_EMBED_QUEUE"
 ENV_EMBED_BATCH_CHUNKS = "ENGRAM_EMBED_BATCH_CHUNKS"
 ENV_MAX_RECEIVES = "ENGRAM_MAX_RECEIVES"
 ENV_DATABASE_SECRET_ARN = "ENGRAM_DATABASE_SECRET_ARN"
+ENV_AUTO_MIGRATE = "ENGRAM_AUTO_MIGRATE"
 # Chat backends, the Responses API and summarization (issue 5).
 ENV_CHAT_PROVIDER = "ENGRAM_CHAT_PROVIDER"
 ENV_CHAT_BASE_URL = "ENGRAM_CHAT_BASE_URL"
@@ -117,6 +118,7 @@ class Settings:
     embed_batch_chunks: int = 64  # chunks per embedding-batch message
     max_receives: int = 5  # SQS maxReceiveCount before a message moves to its dead-letter queue
     database_secret_arn: str | None = None  # ENGRAM_DATABASE_SECRET_ARN: Secrets Manager secret holding the DSN
+    auto_migrate: bool = True  # ENGRAM_AUTO_MIGRATE: apply migrations on first connect (off when deployed: `engram migrate`)
     # --- chat backends and the Responses API (issue 5) ---
     chat_provider: str = "openai"  # ENGRAM_CHAT_PROVIDER: openai | bedrock (default backend)
     chat_base_url: str | None = None  # ENGRAM_CHAT_BASE_URL: OpenAI-compatible /v1 root; None (and not bedrock) → off
@@ -172,6 +174,7 @@ class Settings:
             embed_batch_chunks=_int(env, ENV_EMBED_BATCH_CHUNKS, 64),
             max_receives=_int(env, ENV_MAX_RECEIVES, 5),
             database_secret_arn=env.get(ENV_DATABASE_SECRET_ARN) or None,
+            auto_migrate=_choice(env, ENV_AUTO_MIGRATE, ("true", "false", "1", "0"), "true") in ("true", "1"),
             chat_provider=_choice(env, ENV_CHAT_PROVIDER, CHAT_PROVIDERS, "openai"),
             chat_base_url=env.get(ENV_CHAT_BASE_URL) or None,
             chat_api_key=env.get(ENV_CHAT_API_KEY) or None,

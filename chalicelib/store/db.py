@@ -40,18 +40,24 @@ class Capabilities:
 
 
 def database_url(settings: Settings) -> str:
-    """``settings.database_url``, or the embedded server's URL (starting it) when unset."""
+    """``settings.database_url``; else the URL in the Secrets Manager secret ``settings.database_secret_arn``
+    (deployed); else the embedded server's URL (starting it)."""
     if settings.database_url:
         return settings.database_url
+    if settings.database_secret_arn:
+        from chalicelib.store.dsn import url_from_secret_arn
+
+        return url_from_secret_arn(settings.database_secret_arn, settings.aws_region)
     from chalicelib.store.embedded import embedded_database_url
 
     return embedded_database_url(settings.data_dir)
 
 
 @functools.cache
-def _migrated(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        migrate(conn)
+def _migrated(url: str, auto_migrate: bool = True) -> bool:
+    if auto_migrate:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
     return True
 
 
@@ -64,7 +70,7 @@ def connect(settings: Settings) -> psycopg.Connection:
         psycopg.OperationalError: the database cannot be reached.
     """
     url = database_url(settings)
-    _migrated(url)
+    _migrated(url, settings.auto_migrate)
     conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
     return conn
@@ -98,7 +104,7 @@ def pool(settings: Settings):
     with _pools_lock:
         existing = _pools.get(key)
         if existing is None:
-            _migrated(url)
+            _migrated(url, settings.auto_migrate)
             existing = ConnectionPool(url, min_size=1, max_size=settings.db_pool_size, open=True,
                                       kwargs={"autocommit": True}, configure=_configure, reset=_reset,
                                       name="engram")
