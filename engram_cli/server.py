@@ -1,5 +1,7 @@
 """Serving the API on this machine: Chalice's threaded local server running the real ``app.py`` (same routes,
 middleware and Lambda event shapes as API Gateway), plus the background worker that processes large files.
+``POST /v1/responses`` with ``"stream": true`` bypasses Chalice (which buffers whole answers) for the streaming
+front (:mod:`chalicelib.responses.streaming_front`), so its events arrive as they are produced, as in AWS.
 
 Used by ``engram serve`` and by the tests, which start it on an ephemeral port.
 """
@@ -45,10 +47,51 @@ def _request_handler_cls():
 
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
+    from chalicelib.responses import streaming_front
+
     class RequestHandler(ChaliceRequestHandler):
         # Chalice writes headers and body in separate sends; with Nagle on, keep-alive clients wait ~40 ms for the
         # delayed ACK on every request.
         disable_nagle_algorithm = True
+        _buffered_body: bytes | None = None  # a POST body already read by do_POST, for Chalice's _parse_payload
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            # Chalice's local gateway buffers whole answers; a streamed Responses request goes to the streaming
+            # front instead (events written as they are produced, chunked), everything else on through Chalice.
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length > 0 else b""
+            if streaming_front.wants_stream(self.command, self.path, body):
+                self._stream(streaming_front.handle(self.command, self.path, dict(self.headers), body))
+                return
+            self._buffered_body = body
+            self._generic_handle()
+
+        def _parse_payload(self):
+            if self._buffered_body is None:
+                return super()._parse_payload()
+            body, self._buffered_body = self._buffered_body, None
+            return dict(self.headers), body or None
+
+        def _stream(self, response: "streaming_front.FrontResponse") -> None:
+            self.send_response(response.status)
+            for name, value in [*response.headers, ("x-request-id", response.request_id)]:
+                self.send_header(name, value)
+            try:
+                if not response.streaming:  # an error envelope (its headers carry Content-Length)
+                    self.end_headers()
+                    self.wfile.write(b"".join(response.body))
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for piece in response.body:
+                    if piece:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client went away mid-stream; closing the body abandons the response
+                self.close_connection = True
+            finally:
+                response.close()
 
         def _send_error_response(self, error) -> None:
             # Chalice's local gateway answers an unknown path with API Gateway's 403 — and echoes the caller's

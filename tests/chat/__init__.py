@@ -1,0 +1,1 @@
+"""Chat model backends against the scripted fake model server."""
