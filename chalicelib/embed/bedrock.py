@@ -39,7 +39,8 @@ class BedrockTitanEmbedder:
         model: Bedrock model id (``amazon.titan-embed-text-v2:0`` or ``amazon.titan-embed-text-v1``).
         dimensions: v2 output length, one of 256/512/1024 (default 1024); must be None or 1536 for v1.
         region: AWS region of the Bedrock endpoint.
-        max_retries: retries after the first attempt (botocore ``max_attempts`` = max_retries + 1).
+        max_retries: retries after the first attempt (botocore ``total_max_attempts`` = max_retries + 1; its
+            ``max_attempts`` would count retries only).
         timeout_s: connect and read timeout per call, seconds.
         max_input_tokens: optional lower chunking limit than Titan's 8192 tokens.
         max_concurrency: parallel calls per :meth:`embed` (Titan takes one text per call).
@@ -94,7 +95,7 @@ class BedrockTitanEmbedder:
                     from botocore.config import Config
 
                     config = Config(
-                        retries={"mode": "standard", "max_attempts": self._max_retries + 1},
+                        retries={"mode": "standard", "total_max_attempts": self._max_retries + 1},
                         connect_timeout=self._timeout_s,
                         read_timeout=self._timeout_s,
                         max_pool_connections=max(10, self._max_concurrency),
