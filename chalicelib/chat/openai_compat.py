@@ -29,12 +29,11 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, Usage
-from chalicelib.embed.openai_http import _backoff_s, _retry_after_s, _server_message
+from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
 
 ENV_API_KEY = "ENGRAM_CHAT_API_KEY"
 
-_RETRYABLE_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
 # Statuses meaning "the backend rejected this request": passed through as 400 with the backend's message.
 _REJECTED_STATUS = frozenset({400, 404, 413, 422})
 # OpenAI's own API rejects ``max_tokens`` for its reasoning models and documents ``max_completion_tokens`` as the
@@ -159,11 +158,11 @@ class OpenAICompatBackend:
     # --- errors and retries ---
     def _retry_or_raise(self, error: Exception, attempt: int, response: httpx.Response | None) -> int:
         """Sleep and return the next attempt number when ``error`` is retryable and retries remain; else raise."""
-        retryable = response is None or response.status_code in _RETRYABLE_STATUS
+        retryable = response is None or response.status_code in RETRYABLE_STATUS
         if not retryable or attempt >= self._max_retries:
             raise error
-        wait = _retry_after_s(response.headers) if response is not None else None
-        self._sleep(wait if wait is not None else _backoff_s(attempt))
+        wait = retry_after_s(response.headers) if response is not None else None
+        self._sleep(wait if wait is not None else backoff_s(attempt))
         return attempt + 1
 
     def _transport_error(self, exc: httpx.TransportError, request: ChatRequest, attempts: int) -> Exception:
@@ -175,7 +174,7 @@ class OpenAICompatBackend:
 
     def _status_error(self, response: httpx.Response, request: ChatRequest, attempts: int) -> Exception:
         status = response.status_code
-        message, code = _server_message(response)
+        message, code = server_message(response)
         if status in _REJECTED_STATUS:
             param = "model" if status == 404 else None
             return InvalidRequestError(f"The chat backend rejected the request (HTTP {status}): {message}",

@@ -12,15 +12,14 @@ Retry timing follows the official ``openai`` Python SDK (``_base_client._calcula
 
 from __future__ import annotations
 
-import email.utils
 import math
-import random
 import re
 import time
 from typing import Any, Callable, Sequence
 
 import httpx
 
+from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
 
 ENV_API_KEY = "ENGRAM_EMBEDDING_API_KEY"
@@ -43,12 +42,7 @@ OPENAI_MAX_BATCH_TOKENS = 300_000
 # (a valid, content-free vector) rather than failing a whole batch for one empty chunk or query.
 EMPTY_INPUT_SUBSTITUTE = " "
 
-# Retry timing, from the openai-python SDK (INITIAL_RETRY_DELAY, MAX_RETRY_DELAY; Retry-After honoured ≤ 60 s).
-INITIAL_RETRY_DELAY_S = 0.5
-MAX_RETRY_DELAY_S = 8.0
-MAX_RETRY_AFTER_S = 60.0
 
-_RETRYABLE_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
 _INVALID_INPUT_STATUS = frozenset({400, 413, 422})
 _PROBE_TEXT = "dimension probe"
 
@@ -209,15 +203,15 @@ class OpenAIEmbedder:
             else:
                 if response.is_success:
                     return response
-                if response.status_code not in _RETRYABLE_STATUS or attempt >= self._max_retries:
+                if response.status_code not in RETRYABLE_STATUS or attempt >= self._max_retries:
                     raise self._status_error(response, attempt + 1)
-                retry_after = _retry_after_s(response.headers)
-            self._sleep(retry_after if retry_after is not None else _backoff_s(attempt))
+                retry_after = retry_after_s(response.headers)
+            self._sleep(retry_after if retry_after is not None else backoff_s(attempt))
             attempt += 1
 
     def _status_error(self, response: httpx.Response, attempts: int) -> Exception:
         status = response.status_code
-        message, code = _server_message(response)
+        message, code = server_message(response)
         if status in _INVALID_INPUT_STATUS:
             return InvalidRequestError(
                 f"The embedding service rejected the input (HTTP {status}): {message}", param="input", code=code
@@ -255,54 +249,3 @@ class OpenAIEmbedder:
             raise UpstreamError(f"The embedding model {self.model!r} returned {bad}-dim vectors, expected {dim}.")
         self._dimension = dim
         return [l2_normalize(v) for v in vectors]
-
-
-def _backoff_s(attempt: int) -> float:
-    """Seconds to wait before retry ``attempt + 1``: ``min(0.5 · 2^attempt, 8)`` × jitter in (0.75, 1]."""
-    return min(INITIAL_RETRY_DELAY_S * 2.0**attempt, MAX_RETRY_DELAY_S) * (1.0 - 0.25 * random.random())
-
-
-def _retry_after_s(headers: httpx.Headers) -> float | None:
-    """The server's requested wait in seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP
-    date), or None when absent, unparsable, or outside (0, 60] seconds."""
-    wait: float | None = None
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            wait = float(raw_ms) / 1000.0
-        except ValueError:
-            wait = None
-    raw = headers.get("retry-after")
-    if wait is None and raw is not None:
-        try:
-            wait = float(raw)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(raw)
-            except (TypeError, ValueError, IndexError):
-                when = None
-            if when is not None:
-                wait = when.timestamp() - time.time()
-    if wait is None or not math.isfinite(wait) or not 0.0 < wait <= MAX_RETRY_AFTER_S:
-        return None
-    return wait
-
-
-def _server_message(response: httpx.Response) -> tuple[str, str | None]:
-    """(message, code) from an error body: OpenAI's ``{"error": {"message", "code"}}``, a bare
-    ``{"error": "..."}`` / ``{"detail": ...}`` (other servers), or the first 500 characters of the text."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict):
-        err = payload.get("error", payload.get("detail"))
-        if isinstance(err, dict) and err.get("message"):
-            code = err.get("code")
-            return str(err["message"]), code if isinstance(code, str) else None
-        if isinstance(err, str) and err:
-            return err, None
-        if err is not None:
-            return str(err)[:500], None
-    text = response.text.strip()
-    return (text[:500] if text else response.reason_phrase or "no message"), None
