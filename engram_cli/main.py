@@ -22,8 +22,9 @@ from rich.table import Table
 from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
-from chalicelib.store import api_keys
+from chalicelib.store import api_keys, vector_stores
 from engram_cli import service
+from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -126,9 +127,12 @@ def stores(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension."""
+    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors."""
+    from chalicelib.store import drop_errors
+
     with deps.connect() as conn:
         data = service.stats(conn)
+        data["drop_errors"] = drop_errors.recent(conn, data["tenant"])
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -140,6 +144,8 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         table.add_row(f"{s['name'] or ''} ({s['id']})", str(f["completed"]), str(f["in_progress"]), str(f["failed"]),
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
     console.print(table)
+    for e in data["drop_errors"]:
+        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: {escape(e['message'])}")
 
 
 @app.command()
@@ -161,50 +167,188 @@ def delete(store: str = STORE_OPTION,
 @app.command()
 def demo(folder: Optional[Path] = typer.Argument(None, help="Documents to ingest (default: bundled examples)."),
          store: str = typer.Option("demo", "--store", "-s"),
-         serve_api: bool = typer.Option(True, "--serve/--no-serve", help="Leave the API running afterwards."),
-         host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port")) -> None:
-    """The main job on the embedded defaults: ingest a folder, run a few searches, then serve the
-    OpenAI-compatible API with a fresh key for the CLI's tenant and print how to point the SDK at it."""
+         serve_api: bool = typer.Option(True, "--serve/--no-serve", help="Leave the stack and API running afterwards."),
+         host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
+         aws_port: int = typer.Option(DEFAULT_AWS_PORT, "--aws-port", help="Local AWS endpoint port (0: any free)."),
+         workers: int = typer.Option(1, "--workers", help="Pump workers per queue."),
+         timeout_s: float = typer.Option(1800.0, "--timeout", help="Seconds to wait for ingestion.")) -> None:
+    """The main job on the local stack: bring up the embedded database, moto (S3/SQS) and the event pump, drop a
+    folder into the bucket, wait until every file is processed, run a few searches, then serve the OpenAI-compatible
+    API with a fresh key for the CLI's tenant and print how to point the SDK at it."""
+    from engram_cli.local import drop as drop_files
+    from engram_cli.local import run
+
     folder = folder or Path(__file__).resolve().parent.parent / "examples" / "docs"
-    console.print(f"[bold]Engram demo[/]: database {'DATABASE_URL' if settings().database_url else 'embedded (' + str(settings().data_dir) + ')'}, "
-                  f"embedder {settings().embedding_provider}:{settings().embedding_model}")
-    ingest([folder], store=store, max_chunk_tokens=None, overlap_tokens=None, force=False, as_json=False)
-    for query in service.DEMO_QUERIES:
-        search(query, store=store, k=3, filter_json=None, mode="hybrid", as_json=False)
-    if serve_api:
-        with deps.connect() as conn:
-            _, secret = api_keys.create_key(conn, settings().tenant, "demo")
-        serve(host=host, port=port, workers=1, api_key=secret, store=store)
+    config = settings()
+    console.print(f"[bold]Engram demo[/]: database {'DATABASE_URL' if config.database_url else 'embedded (' + str(config.data_dir) + ')'}, "
+                  f"embedder {config.embedding_provider}:{config.embedding_model}")
+    services = run.start_services(config, aws_port=aws_port, workers=workers)
+    try:
+        state = services.state
+        with deps.connect() as conn:  # drops never create tenants; the CLI's own tenant is created as ingest does
+            vector_stores.ensure_tenant(conn, config.tenant)
+        items = drop_files.plan([folder], config.tenant, store)
+        drop_files.upload(state.client("s3"), state.bucket, items)
+        names = {i.name for i in items if not i.name.endswith(drop_files.SIDECAR_SUFFIX)}
+        console.print(f"dropped {len(items)} objects into s3://{state.bucket}/{config.tenant}/{store}/ "
+                      f"(local AWS endpoint {state.endpoint})", highlight=False)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console) as progress:
+            task = progress.add_task("ingesting through S3 → SQS → handlers", total=len(names))
+            rows = run.wait_for_files(settings(), state, config.tenant, store, names, timeout_s=timeout_s,
+                                      on_progress=lambda done: progress.update(task, completed=done))
+        table = Table(title=f"Ingested into {store} through the local pipeline")
+        for column in ("file", "status", "chunks", "detail"):
+            table.add_column(column, justify="right" if column == "chunks" else "left")
+        for name in sorted(names):
+            row = rows.get(name)
+            status = row.status if row else "missing"
+            colour = {"completed": "green", "failed": "red"}.get(status, "yellow")
+            detail = f"{row.last_error['code']}: {row.last_error['message']}" if row and row.last_error else ""
+            table.add_row(name, f"[{colour}]{status}[/]", str(row.chunk_count if row else 0), detail)
+        console.print(table)
+        counts = {s: sum(r.status == s for r in rows.values()) for s in ("completed", "failed")}
+        console.print(f"{len(names)} files: {counts['completed']} completed, {counts['failed']} failed, "
+                      f"{len(names) - counts['completed'] - counts['failed']} unfinished")
+        for query in service.DEMO_QUERIES:
+            search(query, store=store, k=3, filter_json=None, mode="hybrid", as_json=False)
+        if serve_api:
+            with deps.connect() as conn:
+                _, secret = api_keys.create_key(conn, config.tenant, "demo")
+            _serve_until_interrupted(services, host, port, api_key=secret, store=store)
+    finally:
+        services.stop()
 
 
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
           port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
-          workers: int = typer.Option(1, "--workers", help="Background threads processing large files."),
+          workers: int = typer.Option(1, "--workers", help="Pump workers per queue (concurrent handler calls)."),
+          aws_port: int = typer.Option(DEFAULT_AWS_PORT, "--aws-port",
+                                       help="Port of the local AWS endpoint: moto S3, SQS, Secrets Manager (0: any free)."),
+          pump: bool = typer.Option(True, "--pump/--no-pump", help="Run the event pump here (--no-pump: `engram pump`)."),
           api_key: Optional[str] = typer.Option(None, hidden=True), store: Optional[str] = typer.Option(None, hidden=True)) -> None:
-    """Serve the OpenAI-compatible API (and GET /health) on the embedded defaults until Ctrl-C."""
-    import time
+    """The whole local stack until Ctrl-C: embedded database, moto (S3 drop bucket, SQS queues with DLQs, the bucket
+    notification, the DSN secret), the event pump feeding the Chalice handlers, and the OpenAI-compatible API
+    (and GET /health)."""
+    from engram_cli.local import run
 
-    from engram_cli import server
+    config = settings()
+    try:
+        services = run.start_services(config, aws_port=aws_port, workers=workers, pump=pump)
+    except OSError as exc:
+        err_console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(code=2)
+    try:
+        _serve_until_interrupted(services, host, port, api_key=api_key, store=store)
+    finally:
+        services.stop()
 
+
+def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: Optional[str], store: Optional[str]) -> None:
+    """Start the API on ``services``, print where everything is, block until Ctrl-C or SIGTERM."""
     config = settings()
     if config.auth_mode == "dev":
         err_console.print(f"[bold red on yellow] WARNING: ENGRAM_AUTH_MODE=dev — ANY bearer token is accepted and acts "
                           f"as tenant {config.tenant!r}. Never expose this server. [/]")
-    running = server.start(config, host=host, port=port, worker_threads=workers)
+    running = services.serve_api(host, port)
+    state = services.state
     key = api_key or "<a key from: engram keys create --tenant NAME | tail -1>"
-    console.print(f"[bold green]Engram API[/] serving on {running.url} (health: http://{running.host}:{running.port}/health)")
+    console.print(f"[bold green]Engram API[/] serving on {running.url} (health: http://{running.host}:{running.port}/health)\n"
+                  f"Local AWS (moto) on {state.endpoint}: drop files with `engram drop PATH --store NAME` or any S3 "
+                  f"client into s3://{state.bucket}/<tenant>/<store>/; event pump "
+                  f"{'running' if services.pump else 'not running (start `engram pump`)'}", highlight=False)
     console.print("Point the OpenAI SDK at it:\n"
                   f"    from openai import OpenAI\n"
                   f"    client = OpenAI(base_url=\"{running.url}\", api_key=\"{key}\")\n"
                   + (f"    store = next(s for s in client.vector_stores.list() if s.name == \"{store}\")\n"
                      f"    client.vector_stores.search(store.id, query=\"...\")\n" if store else "")
                   + f"or: export OPENAI_BASE_URL={running.url} OPENAI_API_KEY={key}", highlight=False, soft_wrap=True)
+    _block_until_signal()
+
+
+def _block_until_signal() -> None:
+    """Sleep until Ctrl-C or SIGTERM (both end the wait normally)."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while True:
-            time.sleep(3600)
+        while not stop.wait(3600):
+            pass
     except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@app.command()
+def pump(workers: int = typer.Option(1, "--workers", help="Pollers per queue (concurrent handler calls per queue)."),
+         schedule_speedup: float = typer.Option(1.0, "--schedule-speedup",
+                                                help="Run schedules this many times faster (tests).")) -> None:
+    """Run the event pump alone against the stack an `engram serve --no-pump` (or `serve`) runs for this data
+    folder: long-poll the queues, invoke the Chalice handlers, fire the schedules, until Ctrl-C or SIGTERM."""
+    from engram_cli.local import run
+
+    state = run.attach_to_running(settings().data_dir)
+    if state is None:
+        err_console.print(f"[bold red]error[/]: no local stack runs for {settings().data_dir}; start `engram serve`")
+        raise typer.Exit(code=2)
+    running = run.start_pump(state, workers=workers, schedule_speedup=schedule_speedup)
+    err_console.print(f"event pump on {state.endpoint}: queues {', '.join(state.roles.values())}")
+    try:
+        _block_until_signal()
+    finally:
         running.stop()
+
+
+@app.command()
+def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or folders (recursive)."),
+         store: str = typer.Option(..., "--store", "-s", help="Vector store name or id (created if missing)."),
+         tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Tenant (default: ENGRAM_TENANT).")) -> None:
+    """Upload files into the drop bucket at <tenant>/<store>/<relative path> (sidecar *.metadata.json files as they
+    are): the running local stack's, else ENGRAM_BUCKET on AWS. The ingest handler takes it from there."""
+    import boto3
+
+    from engram_cli.local import drop as drop_files
+    from engram_cli.local import run
+
+    state = run.attach_to_running(settings().data_dir)
+    if state is not None:
+        s3, bucket = state.client("s3"), state.bucket
+        with deps.connect() as conn:  # locally the CLI administers its database: the tenant exists, as ingest does
+            vector_stores.ensure_tenant(conn, tenant or settings().tenant)
+    elif settings().bucket:
+        s3, bucket = boto3.client("s3", region_name=settings().aws_region), settings().bucket
+    else:
+        err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET is unset")
+        raise typer.Exit(code=2)
+    items = drop_files.plan(paths, tenant or settings().tenant, store)
+    size = drop_files.upload(s3, bucket, items)
+    console.print(f"uploaded {len(items)} files ({size} bytes) to s3://{bucket}/{tenant or settings().tenant}/{store}/",
+                  highlight=False)
+
+
+@app.command()
+def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | embed | all")) -> None:
+    """Move the messages of the dead-letter queues back to their source queues, unchanged: the running local
+    stack's, else the AWS queues named by ENGRAM_INGEST_QUEUE / ENGRAM_EMBED_QUEUE (or the default names)."""
+    import boto3
+
+    from engram_cli.local import redrive as redriver
+    from engram_cli.local import run
+
+    if queue not in ("ingest", "embed", "all"):
+        err_console.print("[bold red]error[/]: --queue must be ingest, embed or all")
+        raise typer.Exit(code=2)
+    state = run.attach_to_running(settings().data_dir)
+    sqs = state.client("sqs") if state else boto3.client("sqs", region_name=settings().aws_region)
+    configured = {"ingest": settings().ingest_queue, "embed": settings().embed_queue}
+    for role in (("ingest", "embed") if queue == "all" else (queue,)):
+        url = redriver.queue_url(sqs, configured[role] or run.queue_roles()[role])
+        moved = redriver.redrive(sqs, url)
+        console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",

@@ -84,7 +84,7 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
     monkeypatch.setenv("ENGRAM_TENANT", "demo-tests")
     config.settings.cache_clear()
     try:
-        result = CliRunner().invoke(app, ["demo", "--no-serve"], catch_exceptions=False)
+        result = CliRunner().invoke(app, ["demo", "--no-serve", "--aws-port", "0"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert "5 completed" in result.stdout
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",

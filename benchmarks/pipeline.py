@@ -1,0 +1,175 @@
+"""End-to-end throughput of the serverless ingestion path on the local stack: files/s and chunks/s from the first
+S3 upload until every file is final and both queues are drained, with 1 and 2 pump workers (pollers per queue).
+
+Path measured: ``engram drop``'s upload (boto3 ``put_object`` into moto) → S3 notification → SQS ``engram-ingest``
+→ pump → ``ingest`` handler (parse, chunk, stage, fan out) → SQS ``engram-embed`` → pump → ``embed`` handler
+(embed one batch, write; the last batch swaps the file's chunks in) → Postgres. Everything runs in this process
+(moto's threaded server, the pump's threads, the handlers), against a fresh database per run on the configured
+server (``DATABASE_URL``, else the embedded Postgres under ``ENGRAM_DATA_DIR``), so the embedding cache is empty.
+
+Embedders:
+* ``fake`` — a fast fake OpenAI-compatible ``/v1/embeddings`` server (``tests/fakes/embedding_server.py``, a real
+  HTTP server answering SHA-256-seeded vectors): what is left is the pipeline's own overhead;
+* ``local`` — the offline all-MiniLM-L6-v2 (``ENGRAM_EMBEDDING_PROVIDER=local``); loaded and warmed up before the
+  clock starts. Slow on 2 cores: use a modest ``--local-files``.
+
+Documents: NFCorpus (``../shared/data/beir/nfcorpus``) written out as text files of ``--docs-per-file`` documents.
+
+    ./dev python benchmarks/pipeline.py                               # fake and local, 1 and 2 workers
+    ./dev python benchmarks/pipeline.py --modes fake --files 100 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from common import SHARED_DATA  # noqa: F401  (sets sys.path and offline model env)
+
+TENANT = "bench"
+STORE = "pipeline"
+
+
+def write_files(folder: Path, count: int, docs_per_file: int) -> list[Path]:
+    """``count`` text files of ``docs_per_file`` NFCorpus documents each (title + text, blank-line separated)."""
+    corpus = SHARED_DATA / "beir" / "nfcorpus" / "corpus.jsonl"
+    if not corpus.exists():
+        sys.exit("../shared/data/beir/nfcorpus is not present")
+    docs = []
+    with corpus.open() as lines:
+        for line in lines:
+            docs.append(json.loads(line))
+            if len(docs) >= count * docs_per_file:
+                break
+    paths = []
+    for i in range(count):
+        group = docs[i * docs_per_file:(i + 1) * docs_per_file]
+        path = folder / f"doc-{i:04d}.txt"
+        path.write_text("\n\n".join(f"{d['title']}\n\n{d['text']}" for d in group))
+        paths.append(path)
+    return paths
+
+
+def fresh_database(base_url: str) -> str:
+    """Create ``engram_bench_pipeline_<hex>`` on ``base_url``'s server; returns its URL."""
+    import psycopg
+
+    name = "engram_bench_pipeline_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(base_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return psycopg.conninfo.make_conninfo(base_url, dbname=name)
+
+
+def drop_database(base_url: str, url: str) -> None:
+    """Drop the benchmark database ``url`` (connections are closed first)."""
+    import psycopg
+
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(base_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict[str, str],
+             timeout_s: float) -> dict:
+    """One measured run on a fresh database; returns ``{"files", "chunks", "failed", "seconds", "files_per_s",
+    "chunks_per_s"}``."""
+    from chalicelib import config, deps
+    from chalicelib.events import aws
+    from chalicelib.store.db import close_pools, connect
+    from chalicelib.store.vector_stores import ensure_tenant
+    from engram_cli.local import drop, run
+
+    url = fresh_database(base_url)
+    saved = dict(os.environ)
+    os.environ.update({"DATABASE_URL": url, "ENGRAM_TENANT": TENANT, **embedding_env})
+    config.settings.cache_clear()
+    deps.set_settings(None)
+    deps.set_embedder(None)
+    stack = run.start_stack(config.settings(), port=0)
+    aws.reset()
+    pump = None
+    try:
+        settings = config.settings()
+        with connect(settings) as conn:
+            ensure_tenant(conn, TENANT)
+        deps.embedder(settings).embed(["warm up the model before the clock starts"])
+        pump = run.start_pump(stack.state, workers=workers)
+        items = drop.plan(files, TENANT, STORE)
+        names = {i.name for i in items}
+        started = time.perf_counter()
+        drop.upload(stack.state.client("s3"), stack.state.bucket, items)
+        rows = run.wait_for_files(settings, stack.state, TENANT, STORE, names, timeout_s=timeout_s, interval_s=0.1)
+        seconds = time.perf_counter() - started
+    finally:
+        if pump is not None:
+            pump.stop()
+        stack.stop()
+        close_pools()
+        os.environ.clear()
+        os.environ.update(saved)
+        config.settings.cache_clear()
+        aws.reset()
+    drop_database(base_url, url)
+    done = [r for r in rows.values() if r.status in ("completed", "failed")]
+    if len(done) < len(names):
+        raise RuntimeError(f"only {len(done)} of {len(names)} files finished within {timeout_s} s")
+    chunks = sum(r.chunk_count for r in rows.values())
+    return {"files": len(names), "chunks": chunks, "failed": sum(r.status == "failed" for r in rows.values()),
+            "seconds": round(seconds, 2), "files_per_s": round(len(names) / seconds, 2),
+            "chunks_per_s": round(chunks / seconds, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modes", default="fake,local", help="comma-separated: fake, local")
+    parser.add_argument("--workers", default="1,2", help="comma-separated pump workers per queue")
+    parser.add_argument("--files", type=int, default=60, help="files per run with the fake embedder")
+    parser.add_argument("--local-files", type=int, default=12, help="files per run with the local model")
+    parser.add_argument("--docs-per-file", type=int, default=5, help="NFCorpus documents per file")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for one run")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    os.environ.setdefault("ENGRAM_METRICS", "off")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # no log line per record while timing
+
+    from chalicelib.config import Settings
+    from chalicelib.store.db import database_url
+    from tests.fakes.embedding_server import FakeEmbeddingServer
+
+    base = Settings.from_env()
+    base_url = database_url(base)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, FakeEmbeddingServer(dimension=384) as fake:
+        os.environ["ENGRAM_DATA_DIR"] = str(base.data_dir)  # the stack's state file; the database is per run
+        for mode in args.modes.split(","):
+            count = args.files if mode == "fake" else args.local_files
+            folder = Path(tmp) / f"{mode}-{count}"
+            folder.mkdir()
+            files = write_files(folder, count, args.docs_per_file)
+            env = ({"ENGRAM_EMBEDDING_PROVIDER": "openai", "ENGRAM_EMBEDDING_BASE_URL": fake.base_url,
+                    "ENGRAM_EMBEDDING_MODEL": "text-embedding-3-small", "ENGRAM_EMBEDDING_DIMENSIONS": "384",
+                    "ENGRAM_EMBEDDING_API_KEY": "bench"} if mode == "fake" else
+                   {"ENGRAM_EMBEDDING_PROVIDER": "local"})
+            for workers in (int(w) for w in args.workers.split(",")):
+                result = {"embedder": mode, "workers": workers,
+                          **run_once(base_url, files, workers, env, args.timeout)}
+                results.append(result)
+                if not args.json:
+                    print(f"  {mode:5} workers={workers}: {result}", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"\n{'embedder':10} {'workers':>7} {'files':>6} {'chunks':>7} {'seconds':>8} {'files/s':>8} {'chunks/s':>9}")
+    for r in results:
+        print(f"{r['embedder']:10} {r['workers']:>7} {r['files']:>6} {r['chunks']:>7} {r['seconds']:>8} "
+              f"{r['files_per_s']:>8} {r['chunks_per_s']:>9}")
+
+
+if __name__ == "__main__":
+    main()
