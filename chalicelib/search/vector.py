@@ -101,6 +101,8 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
 
 
 def _as_list(vector: Sequence[float]) -> Any:
-    import numpy as np
+    """pgvector's ``Vector`` for a query vector (list, tuple, numpy array or ``Vector``): dumpable without numpy,
+    which the Lambda packages leave out (50 MB)."""
+    from pgvector import Vector
 
-    return np.asarray(vector, dtype=np.float32)
+    return vector if isinstance(vector, Vector) else Vector(vector if not isinstance(vector, tuple) else list(vector))

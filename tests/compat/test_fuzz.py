@@ -9,6 +9,8 @@ generated request can legitimately write, by construction:
 - routes that create (``POST /files``, ``/vector_stores``, ``/vector_stores/{id}/files``, ``/file_batches``,
   ``/uploads``) always carry a "poison": a field that is invalid, or a file id that does not exist (checked before
   anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
+- ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
+  called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -58,7 +60,7 @@ REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),  # the batch never exists
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
-            "upload_id": ids.UPLOAD}
+            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -74,7 +76,9 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/vector_stores/{vector_store_id}/file_batches"),
         ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),
         ("POST", "/v1/uploads"), ("POST", "/v1/uploads/{upload_id}/parts"),
-        ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel")}
+        ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
+        ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
+        ("POST", "/v1/responses/{response_id}/cancel")}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -128,6 +132,7 @@ SNAPSHOT_QUERIES = {
     "api_keys": "SELECT id, tenant_id, revoked_at FROM api_keys",
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
+    "responses": "SELECT id, tenant_id, status, summary FROM responses",
 }
 
 
@@ -232,6 +237,19 @@ FIELDS = {
     "part_ids": st.one_of(st.lists(st.one_of(st.sampled_from([unknown_id(ids.UPLOAD_PART), "part_", "part_x"]),
                                              id_value), max_size=5), json_value),
     "md5": st.one_of(st.sampled_from(["d41d8cd98f00b204e9800998ecf8427e", "Z" * 64, "a" * 65]), text),
+    "model": st.one_of(st.just("gpt-test"), text), "instructions": text, "include": st.one_of(
+        st.lists(st.one_of(st.just("file_search_call.results"), text), max_size=3), json_value),
+    "input": st.one_of(text, json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "developer"]), text)}, optional={
+            "type": st.one_of(st.sampled_from(["message", "function_call_output", "file_search_call"]), text),
+            "content": st.one_of(text, st.lists(json_value, max_size=3)), "call_id": text, "output": scalar})),
+        max_size=4)),
+    "tools": st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"type": st.one_of(st.sampled_from(["file_search", "function", "web_search"]), text)}, optional={
+            "vector_store_ids": st.lists(id_value, max_size=3), "filters": filters,
+            "ranking_options": ranking_options, "max_num_results": scalar, "name": text,
+            "parameters": json_value})), max_size=3),
+    "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required", {"type": "file_search"}]), json_value),
 }
 # Fields each body-taking route reads (others are sent too: unknown fields must be ignored).
 ROUTE_FIELDS = {
@@ -244,6 +262,7 @@ ROUTE_FIELDS = {
     "/v1/vector_stores/{vector_store_id}/file_batches": ["file_ids", "files", "attributes", "chunking_strategy"],
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
+    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -316,6 +335,8 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "bytes": draw(st.sampled_from([-1, 10 ** 400, 1 << 62, "1", 1.5])),
                         "filename": draw(st.sampled_from(["/", "dir/", "\\", 5, ""])),
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
+    elif template == "/v1/responses":
+        body["previous_response_id"] = unknown_id(ids.RESPONSE)
     return body
 
 
@@ -335,7 +356,7 @@ def path_value(draw, name: str, real: Real | None) -> str:
         st.sampled_from(HOSTILE_PATH_IDS),
         st.sampled_from([unknown_id(p) for p in PREFIXES.values()] + [prefix + "a" * 65, prefix, prefix * 30]),
     ]
-    if real is not None:
+    if real is not None and hasattr(real, name):
         options.append(st.just(getattr(real, name)))
     value = draw(st.one_of(options))
     # Raw only without "?" and "#" (they would cut the path short: a POST could reach a create route with a body

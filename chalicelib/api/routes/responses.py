@@ -1,0 +1,66 @@
+"""Responses API: ``/v1/responses`` (OPENAI-COMPAT.md §4), over :mod:`chalicelib.responses.service`.
+
+``stream: true`` answers ``text/event-stream`` with every event at once: API Gateway's REST integration cannot
+stream, and the SDK parses the body the same way. Incremental streaming is the streaming front's job
+(:mod:`chalicelib.responses.streaming_front`).
+"""
+
+from __future__ import annotations
+
+from chalice import Blueprint
+from chalice.app import Response
+
+from chalicelib import deps
+from chalicelib.api import objects, request
+from chalicelib.api.context import current_tenant
+from chalicelib.api.routes.common import respond
+from chalicelib.responses import service, sse
+
+bp = Blueprint(__name__)
+
+
+def _include() -> list[str]:
+    params = bp.current_request.query_params
+    if not params:
+        return []
+    return [value for key in ("include[]", "include") if key in params for value in params.getlist(key)]
+
+
+@bp.route("/responses", methods=["POST"])
+def create_response() -> Response:
+    """``responses.create(model=, input=, tools=, ..., stream=)``: a Response object, or its SSE stream."""
+    body = request.json_body(bp.current_request)
+    settings, tenant = deps.current_settings(), current_tenant()
+    if body.get("stream") is True:
+        events = service.stream_events(settings, tenant, body)
+        payload = b"".join(sse.encode(event) for event in events)
+        return Response(body=payload.decode("utf-8"), status_code=200,
+                        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
+    return respond(service.create_response(settings, tenant, body))
+
+
+@bp.route("/responses/{response_id}", methods=["GET"])
+def retrieve_response(response_id: str) -> Response:
+    """``responses.retrieve(id, include=)``."""
+    return respond(service.retrieve(deps.current_settings(), current_tenant(), response_id, include=_include()))
+
+
+@bp.route("/responses/{response_id}", methods=["DELETE"])
+def delete_response(response_id: str) -> Response:
+    """``responses.delete(id)``."""
+    return respond(service.delete(deps.current_settings(), current_tenant(), response_id))
+
+
+@bp.route("/responses/{response_id}/input_items", methods=["GET"])
+def list_input_items(response_id: str) -> dict:
+    """``responses.input_items.list(id, limit=, order=, after=, include=)`` → a cursor page (default ``desc``)."""
+    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    data, has_more = service.input_items(deps.current_settings(), current_tenant(), response_id, page,
+                                         include=_include())
+    return objects.cursor_page(data, has_more)
+
+
+@bp.route("/responses/{response_id}/cancel", methods=["POST"])
+def cancel_response(response_id: str) -> Response:
+    """``responses.cancel(id)``: 400 — only background responses can be cancelled, and Engram runs none."""
+    return respond(service.cancel(deps.current_settings(), current_tenant(), response_id))

@@ -1,0 +1,98 @@
+"""Conversation history: the ``previous_response_id`` chain a request continues, as chat messages.
+
+A chain is walked back from the named response (tenant-scoped) to its start, or to the most recent cached
+summary's boundary (:func:`chalicelib.responses.store.chain`). History size is estimated in tokens
+(:mod:`tokens`): the summary's tokens plus each verbatim turn's stored ``turn_tokens``. When it exceeds
+``settings.summary_threshold_tokens`` (strictly), older turns are condensed (:mod:`summarize`) and the new summary
+is cached on the response being created, so the next turn reuses it. ``instructions`` are never part of history
+(OpenAI: they are not carried over through ``previous_response_id``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from chalicelib.chat.base import ChatMessage
+from chalicelib.config import Settings
+from chalicelib.responses import items, store, tools
+
+SUMMARY_HEADER = "Summary of the earlier conversation (older turns were condensed):\n"
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The turns a request continues (oldest first) and the summary of everything before them (or None)."""
+
+    turns: tuple[store.Turn, ...]
+    summary: dict[str, Any] | None
+
+    @property
+    def tokens(self) -> int:
+        """Estimated history tokens: summary + verbatim turns."""
+        return (self.summary["tokens"] if self.summary else 0) + sum(t.turn_tokens for t in self.turns)
+
+
+@dataclass(frozen=True)
+class History:
+    """What a new request gets from its chain: ``messages`` (verbatim turns), ``preamble`` (the summary text for
+    the system prompt, or None), ``tokens`` (estimated, after condensing), ``summary`` (the summary in effect),
+    ``computed`` (True when the summary was made for this request: cache it on the new response), ``usage``
+    (the ``usage.summary`` block, None when no summary is involved) and ``sources`` (citable files seen)."""
+
+    messages: tuple[ChatMessage, ...]
+    preamble: str | None
+    tokens: int
+    summary: dict[str, Any] | None
+    computed: bool
+    usage: dict[str, Any] | None
+    sources: dict[str, str]
+
+
+EMPTY = History(messages=(), preamble=None, tokens=0, summary=None, computed=False, usage=None, sources={})
+
+
+def load(conn: psycopg.Connection, tenant_id: str, response_id: str, *,
+         param: str = "previous_response_id") -> Chain:
+    """The chain ending with the tenant's response ``response_id``.
+
+    Raises:
+        NotFoundError: (404, ``param``) no such stored response for this tenant (never stored, ``store: false``,
+            deleted, or another tenant's).
+    """
+    turns = store.chain(conn, tenant_id, response_id)
+    if not turns:
+        raise store.not_found(response_id, param)
+    summary = next((t.summary for t in reversed(turns) if t.summary), None)
+    if summary is not None:
+        turns = [t for t in turns if t.id != summary["through"]]
+    return Chain(tuple(turns), summary)
+
+
+def build(settings: Settings, chain: Chain, *, model: str) -> History:
+    """The history a new request sends, condensing older turns first when the chain is over the threshold.
+
+    Raises:
+        UpstreamError / UpstreamTimeoutError / RateLimitError / InvalidRequestError: the summarization call
+            failed (:func:`chalicelib.responses.summarize.condense`).
+    """
+    from chalicelib.responses import summarize
+
+    before = chain.tokens
+    computed = before > settings.summary_threshold_tokens and len(chain.turns) > 0
+    usage = None
+    if computed:
+        chain, usage = summarize.condense(settings, chain, model=model)
+        usage["history_tokens"] = before
+    elif chain.summary is not None:
+        usage = summarize.reused_usage(chain.summary, history_tokens=before)
+    conversation = [item for turn in chain.turns for item in (*turn.input_items, *turn.output)]
+    sources: dict[str, str] = {}
+    for item in conversation:
+        if item.get("type") == "file_search_call":
+            sources.update(tools.sources(item.get("results")))
+    preamble = SUMMARY_HEADER + chain.summary["text"] if chain.summary else None
+    return History(messages=tuple(items.to_messages(conversation)), preamble=preamble, tokens=chain.tokens,
+                   summary=chain.summary, computed=computed, usage=usage, sources=sources)

@@ -1,0 +1,284 @@
+"""The Responses API's entry points, shared by the Chalice routes and the streaming front.
+
+:func:`stream_events` validates a ``POST /v1/responses`` body completely — raising :mod:`chalicelib.errors`
+classes before anything is yielded — then yields every stream event in order, ending with ``response.completed``,
+``response.incomplete`` or ``response.failed``. :func:`create_response` consumes the same events and returns the
+final Response object, so streamed and non-streamed results are identical field for field; when the response
+failed it raises the error instead (the HTTP status fits it: 502/504 for the model backend, 429, 400 …).
+
+A stored response (``store`` true, the default) is written before its final event, so it can be retrieved and
+chained as soon as the client sees it complete; failed responses are stored too. A stream abandoned by its
+client is not stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from chalicelib import ids
+from chalicelib.chat.base import ChatMessage, ToolSpec
+from chalicelib.config import Settings
+from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
+from chalicelib.responses import citations, history, items, loop, schemas, store, tools
+from chalicelib.responses.events import Emitter
+from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
+from chalicelib.responses.tokens import messages_tokens
+from chalicelib.store.db import tenant_connection
+from chalicelib.store.paging import Page
+
+logger = logging.getLogger("engram.responses")
+
+_GENERIC = "The server had an error while processing your request."
+
+
+@dataclass
+class Run:
+    """A validated request ready to run: :meth:`events` produces it (once)."""
+
+    settings: Settings
+    tenant_id: str
+    state: ResponseState
+    config: loop.LoopConfig
+    input_items: list[dict[str, Any]]
+    history: history.History
+    store: bool
+    previous_response_id: str | None
+    error: EngramError | None = field(default=None, init=False)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The stream events, ``response.created`` first; sets :attr:`error` when the response fails."""
+        emit, state, shown = Emitter(), self.state, self.config.include_results
+        yield emit.lifecycle("created", state.body(include_results=shown))
+        yield emit.lifecycle("in_progress", state.body(include_results=shown))
+        try:
+            yield from loop.run(self.config, state, emit)
+            state.finish("incomplete" if state.incomplete_details else "completed")
+        except EngramError as exc:
+            self._fail(exc, exc)
+        except Exception as exc:  # a bug or an unexpected driver error: logged, reported generically
+            logger.exception("response %s failed", state.id)
+            self._fail(EngramError(_GENERIC), exc)
+        if self.store:
+            try:
+                self._persist()
+            except Exception as exc:
+                logger.exception("storing response %s failed", state.id)
+                self._fail(EngramError(_GENERIC), exc)
+        final = {"completed": "completed", "incomplete": "incomplete"}.get(state.status, "failed")
+        yield emit.lifecycle(final, state.body(include_results=shown))
+
+    def _fail(self, error: EngramError, cause: BaseException) -> None:
+        self.error = error
+        code = ("rate_limit_exceeded" if isinstance(error, RateLimitError)
+                else "invalid_prompt" if isinstance(error, InvalidRequestError) else "server_error")
+        self.state.error = {"code": code, "message": error.message}
+        for item in self.state.output:
+            if item.get("status") in ("in_progress", "searching"):
+                item["status"] = "failed" if item["type"] == "file_search_call" else "incomplete"
+        self.state.finish("failed")
+
+    def _persist(self) -> None:
+        state = self.state
+        turn_tokens = messages_tokens(items.to_messages([*self.input_items, *state.output]))
+        row = store.StoredResponse(
+            id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
+            created_at=None, status=state.status, response=state.body(include_results=True),
+            input_items=self.input_items, turn_tokens=turn_tokens, history_tokens=self.history.tokens + turn_tokens,
+            summary=self.history.summary if self.history.computed else None)
+        with tenant_connection(self.settings, self.tenant_id) as conn:
+            store.insert(conn, row)
+
+
+def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Validate ``body`` (a ``POST /v1/responses`` JSON object) and return the iterator of its stream events.
+
+    Raises (before any event):
+        InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, no backend
+            configured for the model (param ``model``).
+        NotFoundError: (404) ``previous_response_id`` or a vector store unknown to the tenant.
+        UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
+    """
+    return prepare(settings, tenant_id, body).events()
+
+
+def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The non-streaming result: the Response object of the final event of :func:`stream_events`.
+
+    Raises:
+        what :func:`stream_events` raises; and, when the response failed, the error that failed it.
+    """
+    run = prepare(settings, tenant_id, body)
+    final: dict[str, Any] = {}
+    for event in run.events():
+        final = event
+    if run.error is not None:
+        raise run.error
+    return final["response"]
+
+
+def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
+    """Check a request and gather what it needs (backend, stores, history); see :func:`stream_events`."""
+    from chalicelib.api.request import validate
+    from chalicelib.chat.routing import backend_for
+
+    req = validate(schemas.CreateResponse, body)
+    _refuse_unsupported(req)
+    new_items = items.input_items(schemas.parse_input(req.input))
+    parsed_tools = schemas.parse_tools(req.tools)
+    file_search_tool, functions = _tools(parsed_tools)
+    include_results = _include(req.include)
+    choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
+    if req.previous_response_id is not None:
+        ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
+    backend = backend_for(settings, req.model)
+    searcher = None
+    if file_search_tool is not None:
+        index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
+        searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
+    past = history.EMPTY
+    if req.previous_response_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            chain = history.load(conn, tenant_id, req.previous_response_id)
+        past = history.build(settings, chain, model=req.model)
+    system = "\n\n".join(part for part in (req.instructions, citations.GUIDE if searcher else None, past.preamble)
+                         if part)
+    messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
+    messages += items.to_messages(new_items)
+    items.check_tool_outputs(messages)
+    state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model, echo=_echo(req, parsed_tools))
+    state.summary_usage = past.usage
+    config = loop.LoopConfig(
+        backend=backend, model=req.model, messages=tuple(messages),
+        function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),
+        file_search=searcher, tool_choice=choice,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+        max_tool_calls=req.max_tool_calls if req.max_tool_calls is not None else loop.DEFAULT_MAX_TOOL_CALLS,
+        include_results=include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
+        top_p=req.top_p, sources=past.sources)
+    return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
+               history=past, store=req.store is not False, previous_response_id=req.previous_response_id)
+
+
+def _refuse_unsupported(req: schemas.CreateResponse) -> None:
+    if req.background:
+        raise InvalidRequestError("Background responses are not supported; omit 'background' or set it to false.",
+                                  param="background", code="unsupported_parameter")
+    for name in ("conversation", "prompt"):
+        if getattr(req, name) is not None:
+            raise InvalidRequestError(f"'{name}' is not supported; chain responses with 'previous_response_id'.",
+                                      param=name, code="unsupported_parameter")
+
+
+def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, list[schemas.FunctionTool]]:
+    searches = [t for t in parsed if isinstance(t, schemas.FileSearchTool)]
+    functions = [t for t in parsed if isinstance(t, schemas.FunctionTool)]
+    if len(searches) > 1:
+        raise InvalidRequestError("At most one file_search tool is allowed; list every vector store in its "
+                                  "'vector_store_ids'.", param="tools", code="invalid_value")
+    names = [f.name for f in functions]
+    for i, name in enumerate(names):
+        if name == items.FILE_SEARCH_TOOL or name in names[:i]:
+            raise InvalidRequestError(f"Duplicate or reserved function name {name!r}.",
+                                      param=f"tools.{parsed.index(functions[i])}.name", code="invalid_value")
+    return (searches[0] if searches else None), functions
+
+
+def _include(include: list[str] | None) -> bool:
+    for i, value in enumerate(include or []):
+        if value not in schemas.INCLUDABLE:
+            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
+                                      param=f"include.{i}", code="invalid_value")
+    return schemas.FILE_SEARCH_RESULTS in (include or [])
+
+
+def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
+                 functions: list[schemas.FunctionTool]) -> str | dict[str, Any]:
+    """The first model call's tool choice in the backend's terms (``{"name": ...}`` to force one tool)."""
+    if choice is None or choice in ("auto", "none"):
+        return choice or "auto"
+    if choice == "required":
+        if file_search_tool is None and not functions:
+            raise InvalidRequestError("tool_choice 'required' needs at least one tool.", param="tool_choice")
+        return "required"
+    if isinstance(choice, schemas.ToolChoiceFileSearch):
+        if file_search_tool is None:
+            raise InvalidRequestError("tool_choice names file_search, but no file_search tool is given.",
+                                      param="tool_choice")
+        return {"name": items.FILE_SEARCH_TOOL}
+    if choice.name not in {f.name for f in functions}:
+        raise InvalidRequestError(f"tool_choice names function {choice.name!r}, which is not among 'tools'.",
+                                  param="tool_choice.name")
+    return {"name": choice.name}
+
+
+def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict[str, Any]:
+    tool_choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
+    if not isinstance(tool_choice, str):
+        tool_choice = tool_choice.model_dump()
+    return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
+            "store": req.store is not False, "metadata": req.metadata or {},
+            "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,
+            "parallel_tool_calls": req.parallel_tool_calls is not False, "max_tool_calls": req.max_tool_calls,
+            "max_output_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
+            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user}
+
+
+# ---- stored responses ----
+
+def retrieve(settings: Settings, tenant_id: str, response_id: str, *, include: list[str] | None = None) -> dict:
+    """A stored response (``file_search_call.results`` only when included).
+
+    Raises:
+        InvalidRequestError: (400) a malformed id or include value.
+        NotFoundError: (404) no such response for this tenant.
+    """
+    ids.validate_id(response_id, ids.RESPONSE, param="response_id")
+    shown = _include(include)
+    with tenant_connection(settings, tenant_id) as conn:
+        row = store.get(conn, tenant_id, response_id)
+    return visible(row.response, include_results=shown)
+
+
+def delete(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:
+    """Delete a stored response: ``{"id", "object": "response", "deleted": true}``.
+
+    Raises:
+        InvalidRequestError: (400) a malformed id.
+        NotFoundError: (404) no such response for this tenant.
+    """
+    ids.validate_id(response_id, ids.RESPONSE, param="response_id")
+    with tenant_connection(settings, tenant_id) as conn:
+        store.delete(conn, tenant_id, response_id)
+    return deleted(response_id)
+
+
+def input_items(settings: Settings, tenant_id: str, response_id: str, page: Page, *,
+                include: list[str] | None = None) -> tuple[list[dict[str, Any]], bool]:
+    """One page of a stored response's input items: ``(items, has_more)``.
+
+    Raises:
+        InvalidRequestError: (400) a malformed id.
+        NotFoundError: (404) no such response for this tenant.
+    """
+    ids.validate_id(response_id, ids.RESPONSE, param="response_id")
+    shown = _include(include)
+    with tenant_connection(settings, tenant_id) as conn:
+        data, has_more = store.input_items_page(conn, tenant_id, response_id, page)
+    return [item if shown else hide_results(item) for item in data], has_more
+
+
+def cancel(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:
+    """``POST /v1/responses/{id}/cancel``: only background responses can be cancelled (OpenAI answers 400 for
+    others), and Engram runs none, so a stored response gets that 400.
+
+    Raises:
+        InvalidRequestError: (400) the response was not created with ``background: true``.
+        NotFoundError: (404) no such response for this tenant.
+    """
+    ids.validate_id(response_id, ids.RESPONSE, param="response_id")
+    with tenant_connection(settings, tenant_id) as conn:
+        store.get(conn, tenant_id, response_id)
+    raise InvalidRequestError("Only responses created with background=true can be cancelled.",
+                              param="response_id", code="invalid_request")

@@ -1,0 +1,128 @@
+"""Conversation summaries: older turns of a long chain replaced by a summary the model writes (design:
+``../shared/seeds/000_3c3086e5f45e4164.txt``, "Conversation Summarization"; sliding window + summary).
+
+Lazy (default): a request whose history exceeds ``settings.summary_threshold_tokens`` condenses it before the
+model is called (:func:`condense`); the summary is stored with the new response and reused by the next turns until
+the history grows past the threshold again (the old summary is then folded into the new one). Eager:
+:func:`precompute_summaries` (a scheduled handler) condenses long chains that have no summary yet, storing the
+summary on the chain's latest response, so the next request needs no summarization call.
+
+Window: the ``settings.summary_keep_turns`` most recent turns stay verbatim, but at least one turn is always
+condensed (a few huge turns still shrink). Model: ``settings.summary_model`` (a smaller one) or the request's.
+A summary (stored in ``responses.summary``) is::
+
+    {"text": str, "through": "resp_…" (last turn it covers), "tokens": int (estimated, as history),
+     "turns": int (turns it covers in total), "model": str, "input_tokens": int, "output_tokens": int,
+     "created_at": int (Unix seconds)}
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult
+from chalicelib.config import Settings
+from chalicelib.responses import items, store
+from chalicelib.responses.tokens import TOKENS_PER_MESSAGE, text_tokens
+
+if TYPE_CHECKING:
+    from chalicelib.responses.history import Chain
+
+logger = logging.getLogger("engram.responses")
+
+# The summarization prompt and the summary's length target (500 tokens) follow the seed design.
+PROMPT = ("Summarize the following conversation concisely. Preserve key facts, decisions, names, numbers and "
+          "open questions that would be needed to continue the conversation. Do not include greetings or filler.")
+SUMMARY_MAX_TOKENS = 500
+# Each message's text in the transcript is cut to this many characters (tool results can be long).
+MAX_TRANSCRIPT_MESSAGE_CHARS = 4000
+
+
+def transcript(earlier: str | None, messages: Sequence[ChatMessage]) -> str:
+    """The text the summarizer reads: the earlier summary (if any), then one paragraph per message."""
+    lines = [f"Earlier summary: {earlier}"] if earlier else []
+    for message in messages:
+        text = message.content or ""
+        if message.tool_calls:
+            text = (text + " " if text else "") + "; ".join(f"[calls {c.name}({c.arguments})]"
+                                                             for c in message.tool_calls)
+        label = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool result"}[message.role]
+        lines.append(f"{label}: {text[:MAX_TRANSCRIPT_MESSAGE_CHARS]}")
+    return "\n\n".join(lines)
+
+
+def summarize(settings: Settings, model: str, earlier: str | None,
+              messages: Sequence[ChatMessage]) -> tuple[str, ChatResult, str]:
+    """Ask the summary model for a summary of ``earlier`` + ``messages``: ``(text, result, model used)``.
+
+    Raises:
+        InvalidRequestError: no chat backend configured for the model (param ``model``).
+        UpstreamError / UpstreamTimeoutError / RateLimitError: the call failed.
+    """
+    from chalicelib.chat.routing import backend_for
+
+    used = settings.summary_model or model
+    request = ChatRequest(model=used, messages=(ChatMessage("system", PROMPT),
+                                                ChatMessage("user", transcript(earlier, messages))),
+                          tool_choice="none", max_output_tokens=SUMMARY_MAX_TOKENS)
+    result = backend_for(settings, used).complete(request)
+    return result.text.strip(), result, used
+
+
+def condense(settings: Settings, chain: "Chain", *, model: str) -> tuple["Chain", dict[str, Any]]:
+    """Fold the older turns of ``chain`` (at least one turn) into its summary: ``(shorter chain, usage.summary block)``.
+
+    Raises:
+        what :func:`summarize` raises.
+    """
+    from chalicelib.responses.history import Chain  # noqa: F811 (history imports this module)
+
+    turns = list(chain.turns)
+    keep = max(0, min(settings.summary_keep_turns, len(turns) - 1))
+    older, recent = turns[:len(turns) - keep], turns[len(turns) - keep:]
+    conversation = [item for turn in older for item in (*turn.input_items, *turn.output)]
+    earlier = chain.summary["text"] if chain.summary else None
+    text, result, used = summarize(settings, model, earlier, items.to_messages(conversation))
+    summary = {"text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
+               "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
+               "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+               "created_at": int(time.time())}
+    usage = {"model": used, "model_calls": 1, "input_tokens": result.usage.input_tokens,
+             "output_tokens": result.usage.output_tokens, "reused": False, "summarized_turns": summary["turns"],
+             "summary_tokens": summary["tokens"]}
+    return Chain(tuple(recent), summary), usage
+
+
+def reused_usage(summary: dict[str, Any], *, history_tokens: int) -> dict[str, Any]:
+    """The ``usage.summary`` block when a cached summary is used as is (no model call spent now)."""
+    return {"model": summary.get("model"), "model_calls": 0, "input_tokens": 0, "output_tokens": 0, "reused": True,
+            "summarized_turns": summary.get("turns"), "summary_tokens": summary.get("tokens"),
+            "history_tokens": history_tokens}
+
+
+def precompute_summaries(settings: Settings, *, limit: int = 50) -> int:
+    """Eager summarization (a scheduled handler): condense up to ``limit`` conversation heads whose history
+    exceeds ``settings.summary_threshold_tokens`` and has no summary yet, longest first; returns how many
+    summaries were computed. Runs as the table owner across tenants; a failure on one chain is logged and
+    skipped (it is retried on the next run).
+    """
+    from chalicelib.errors import EngramError
+    from chalicelib.responses import history
+    from chalicelib.store.db import connect
+
+    done = 0
+    with connect(settings) as conn:
+        for tenant_id, response_id, model in store.unsummarized(conn, settings.summary_threshold_tokens, limit):
+            chain = history.load(conn, tenant_id, response_id, param="response_id")
+            if not chain.turns or chain.tokens <= settings.summary_threshold_tokens:
+                continue
+            try:
+                shorter, _ = condense(settings, chain, model=model)
+            except EngramError:
+                logger.exception("summarizing conversation ending %s failed", response_id)
+                continue
+            store.set_summary(conn, tenant_id, response_id, shorter.summary, shorter.tokens)
+            done += 1
+    return done

@@ -1,0 +1,1 @@
+"""AWS deployment as code (never packaged into Lambda): see infra/README.md."""

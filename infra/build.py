@@ -1,0 +1,186 @@
+"""Build Engram's AWS deployment: the dependencies layer, the code package and the CloudFormation (SAM) template.
+
+    python -m infra.build layer     # requirements.txt for Lambda → build/aws/dependencies-layer.zip (needs PyPI)
+    python -m infra.build package   # code package + template → build/aws/{deployment.zip,template.json} (offline)
+    python -m infra.build all       # both
+
+``package`` runs ``chalice package --merge-template infra/template.yaml`` on a *staging copy* of the project
+whose requirements.txt is empty: Chalice then zips only our code (app.py, chalicelib/, its own runtime, and
+infra/functions/ through Chalice's vendor/ folder) and never calls pip, so it works offline and in seconds (the
+template tests run exactly this). The dependencies ship in a Lambda layer that ``layer`` builds with
+``pip install --platform manylinux2014_x86_64 --only-binary=:all:`` (minus the AWS SDK, which the runtime
+provides, and test suites / headers). Trade-off: the layer is resolved by pip's
+platform tags instead of Chalice's dependency builder, so a dependency without a manylinux2014 wheel fails the
+layer build instead of being compiled from source (none does today); in exchange the code package stays small
+and deploys fast, and the layer is rebuilt only when requirements.txt changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1]
+MERGE_TEMPLATE = PROJECT / "infra" / "template.yaml"
+FUNCTIONS_DIR = PROJECT / "infra" / "functions"  # copied to the package root (Chalice's vendor/ folder)
+MIGRATIONS_DIR = PROJECT / "chalicelib" / "store" / "migrations"
+DEFAULT_OUT = PROJECT / "build" / "aws"
+CHALICE_STAGE = "prod"
+TEMPLATE_NAME = "template.json"
+CODE_ZIP = "deployment.zip"  # the name Chalice gives the code package; template.yaml refers to it
+LAYER_ZIP = "dependencies-layer.zip"
+# Lambda's Python 3.11 runtime: Amazon Linux 2 (glibc 2.26), x86_64 — manylinux2014 (glibc 2.17) wheels run there.
+LAMBDA_PLATFORM = "manylinux2014_x86_64"
+LAMBDA_PYTHON = "3.11"
+# Chalice packages its own runtime (chalice/app.py) with the code; its CLI dependencies are not needed at runtime.
+LAYER_EXCLUDED_REQUIREMENTS = ("chalice",)
+# Lambda's Python runtime ships the AWS SDK (boto3 and its dependencies, importable from /var/runtime): leaving them
+# out saves ~23 MB unzipped. Trade-off: the SDK version is the runtime's (AWS updates it; >= requirements.txt's
+# boto3>=1.34 on python3.11), not the one pip would resolve.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six", "urllib3")
+# Never imported at runtime: test suites, type stubs, C headers and Cython sources (~9 MB, mostly numpy's tests).
+PRUNED_DIRS = ("tests",)
+PRUNED_SUFFIXES = (".pyi", ".pxd", ".pyx", ".h", ".c", ".cpp")
+CHALICE_TIMEOUT_S = 300
+
+
+def stage(dest: Path) -> Path:
+    """Copy what Lambda runs into ``dest`` (created; must not exist) and return it.
+
+    ``dest`` gets app.py, chalicelib/, .chalice/config.json, an empty requirements.txt and
+    vendor/ = infra/functions/. Bytecode caches are left out.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    dest.mkdir(parents=True)
+    shutil.copy2(PROJECT / "app.py", dest / "app.py")
+    shutil.copytree(PROJECT / "chalicelib", dest / "chalicelib", ignore=ignore)
+    (dest / ".chalice").mkdir()
+    shutil.copy2(PROJECT / ".chalice" / "config.json", dest / ".chalice" / "config.json")
+    (dest / "requirements.txt").write_text("# dependencies ship in the layer built by `python -m infra.build layer`\n")
+    shutil.copytree(FUNCTIONS_DIR, dest / "vendor", ignore=ignore)
+    return dest
+
+
+def migration_versions() -> list[str]:
+    """The bundled migration versions (file names without ``.sql``), sorted: the migration resource's input."""
+    return sorted(p.name.removesuffix(".sql") for p in MIGRATIONS_DIR.glob("*.sql"))
+
+
+def synthesize(out: Path, *, work: Path | None = None) -> Path:
+    """Package the code and write the template into ``out``; return the template's path.
+
+    Runs ``chalice package`` (subprocess, no network) on a staging copy under ``work`` (a temporary folder by
+    default), converts the merged template to JSON (no YAML aliases for CloudFormation's parser) and fills in
+    the migration resource's ``Migrations``.
+
+    Raises:
+        subprocess.CalledProcessError: Chalice failed (its output is in the exception).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        staging = stage(Path(tmp) / "project")
+        packaged = Path(tmp) / "packaged"
+        env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+        subprocess.run(
+            [sys.executable, "-c", "import sys; from chalice.cli import main; sys.exit(main())",
+             "package", "--stage", CHALICE_STAGE, "--merge-template", str(MERGE_TEMPLATE), str(packaged)],
+            cwd=staging, env=env, check=True, capture_output=True, text=True, timeout=CHALICE_TIMEOUT_S,
+        )
+        template = yaml.safe_load((packaged / "sam.yaml").read_text())
+        shutil.copy2(packaged / CODE_ZIP, out / CODE_ZIP)
+    template["Resources"]["DatabaseMigration"]["Properties"]["Migrations"] = migration_versions()
+    path = out / TEMPLATE_NAME
+    path.write_text(json.dumps(template, indent=1) + "\n")
+    return path
+
+
+def build_layer(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> Path:
+    """pip-install ``requirements`` for Lambda (manylinux2014 x86_64, CPython 3.11, wheels only) into a layer zip
+    (``python/`` at its root, as Lambda expects) at ``out/dependencies-layer.zip``; return its path. Needs PyPI.
+
+    Raises:
+        subprocess.CalledProcessError: pip failed (e.g. a dependency without a matching wheel).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        wanted = [line for line in requirements.read_text().splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")
+                  and _requirement_name(line) not in LAYER_EXCLUDED_REQUIREMENTS]
+        filtered = Path(tmp) / "requirements.txt"
+        filtered.write_text("\n".join(wanted) + "\n")
+        target = Path(tmp) / "python"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
+             "--platform", LAMBDA_PLATFORM, "--implementation", "cp", "--python-version", LAMBDA_PYTHON,
+             "--only-binary=:all:", "-r", str(filtered)],
+            check=True,
+        )
+        _prune(target)
+        layer = out / LAYER_ZIP
+        _zip_dir(target, layer, prefix="python")
+    return layer
+
+
+def _prune(site: Path) -> None:
+    """Delete what Lambda provides (:data:`RUNTIME_PROVIDED`) or never imports from an installed ``site`` folder."""
+    for entry in list(site.iterdir()):
+        name = entry.name.split("-", 1)[0].removesuffix(".py").lower()
+        if name in RUNTIME_PROVIDED or (name == "python_dateutil"):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for path in sorted(site.rglob("*"), reverse=True):  # children before parents
+        if path.is_dir() and path.name in PRUNED_DIRS:
+            shutil.rmtree(path)
+        elif path.is_file() and path.suffix in PRUNED_SUFFIXES:
+            path.unlink()
+
+
+def _requirement_name(line: str) -> str:
+    """The normalised project name at the start of a requirements line (``psycopg[binary]>=3`` → ``psycopg``)."""
+    name = line.strip()
+    for stop in "[<>=!~; ":
+        name = name.split(stop, 1)[0]
+    return name.lower().replace("_", "-")
+
+
+def _zip_dir(source: Path, archive: Path, *, prefix: str) -> None:
+    """Zip ``source`` into ``archive`` under ``prefix/``, keeping file modes, without bytecode caches."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(source.rglob("*")):
+            if path.is_dir() or "__pycache__" in path.parts:
+                continue
+            zf.write(path, f"{prefix}/{path.relative_to(source).as_posix()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m infra.build {layer,package,all} [--out DIR]``; prints the files written."""
+    parser = argparse.ArgumentParser(prog="python -m infra.build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("layer", "package", "all"))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    if args.what in ("layer", "all"):
+        print(build_layer(args.out))
+    if args.what in ("package", "all"):
+        try:
+            template = synthesize(args.out)
+        except subprocess.CalledProcessError as exc:
+            print(exc.stdout, exc.stderr, sep="\n", file=sys.stderr)
+            return 1
+        print(template)
+        print(args.out / CODE_ZIP)
+        if not (args.out / LAYER_ZIP).exists():
+            print(f"note: {args.out / LAYER_ZIP} is missing; run `python -m infra.build layer` before deploying",
+                  file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

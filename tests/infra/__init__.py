@@ -1,0 +1,1 @@
+"""Offline checks of the AWS deployment (infra/)."""

