@@ -41,7 +41,7 @@ Attributes = Annotated[dict[str, Union[bool, int, float, str]], AfterValidator(_
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
 
 class StoreExpiresAfter(_Body):
@@ -131,7 +131,7 @@ class SearchRequest(_Body):
 class FileExpiresAfter(_Body):
     """Files API ``expires_after``: ``{"anchor": "created_at", "seconds": 3600..2592000}``."""
 
-    model_config = ConfigDict(extra="ignore", strict=False)  # multipart form fields arrive as strings
+    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)  # multipart form fields arrive as strings
 
     anchor: Literal["created_at"]
     seconds: int = Field(ge=3600, le=2_592_000)
@@ -140,6 +140,6 @@ class FileExpiresAfter(_Body):
 class FileExpiresAfterForm(_Body):
     """The upload form's ``expires_after`` as one field, so errors name ``expires_after.seconds`` (not ``seconds``)."""
 
-    model_config = ConfigDict(extra="ignore", strict=False)
+    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)
 
     expires_after: FileExpiresAfter

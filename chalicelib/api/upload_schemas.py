@@ -13,7 +13,7 @@ MAX_PARTS = 10_000  # part_ids per completion (64 MB parts would reach OpenAI's 
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
 
 class UploadExpiresAfter(_Body):

@@ -31,7 +31,7 @@ FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
 
 class HybridSearch(_Body):
@@ -218,7 +218,7 @@ class FunctionCallOutputItem(_Body):
 class FileSearchResultItem(_Body):
     """One entry of a replayed ``file_search_call.results``."""
 
-    model_config = ConfigDict(extra="ignore", strict=False)
+    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)
 
     file_id: str | None = None
     filename: str | None = None

@@ -14,9 +14,22 @@ from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant
 from chalicelib.api.routes.common import respond
-from chalicelib.responses import service, sse
 
 bp = Blueprint(__name__)
+
+
+def _service():
+    """``chalicelib.responses.service``, imported on first use: the loop, the chat backends and the search stay
+    out of the API function's cold start (benchmarks/coldstart.py)."""
+    from chalicelib.responses import service
+
+    return service
+
+
+def _sse_encode(event: dict) -> bytes:
+    from chalicelib.responses.sse import encode
+
+    return encode(event)
 
 
 def _include() -> list[str]:
@@ -32,30 +45,30 @@ def create_response() -> Response:
     body = request.json_body(bp.current_request)
     settings, tenant = deps.current_settings(), current_tenant()
     if body.get("stream") is True:
-        events = service.stream_events(settings, tenant, body)
-        payload = b"".join(sse.encode(event) for event in events)
+        events = _service().stream_events(settings, tenant, body)
+        payload = b"".join(_sse_encode(event) for event in events)
         return Response(body=payload.decode("utf-8"), status_code=200,
                         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
-    return respond(service.create_response(settings, tenant, body))
+    return respond(_service().create_response(settings, tenant, body))
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])
 def retrieve_response(response_id: str) -> Response:
     """``responses.retrieve(id, include=)``."""
-    return respond(service.retrieve(deps.current_settings(), current_tenant(), response_id, include=_include()))
+    return respond(_service().retrieve(deps.current_settings(), current_tenant(), response_id, include=_include()))
 
 
 @bp.route("/responses/{response_id}", methods=["DELETE"])
 def delete_response(response_id: str) -> Response:
     """``responses.delete(id)``."""
-    return respond(service.delete(deps.current_settings(), current_tenant(), response_id))
+    return respond(_service().delete(deps.current_settings(), current_tenant(), response_id))
 
 
 @bp.route("/responses/{response_id}/input_items", methods=["GET"])
 def list_input_items(response_id: str) -> dict:
     """``responses.input_items.list(id, limit=, order=, after=, include=)`` → a cursor page (default ``desc``)."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
-    data, has_more = service.input_items(deps.current_settings(), current_tenant(), response_id, page,
+    data, has_more = _service().input_items(deps.current_settings(), current_tenant(), response_id, page,
                                          include=_include())
     return objects.cursor_page(data, has_more)
 
@@ -63,4 +76,4 @@ def list_input_items(response_id: str) -> dict:
 @bp.route("/responses/{response_id}/cancel", methods=["POST"])
 def cancel_response(response_id: str) -> Response:
     """``responses.cancel(id)``: 400 — only background responses can be cancelled, and Engram runs none."""
-    return respond(service.cancel(deps.current_settings(), current_tenant(), response_id))
+    return respond(_service().cancel(deps.current_settings(), current_tenant(), response_id))
