@@ -284,7 +284,7 @@ def test_gateway_responses_speak_openais_error_envelope(cfn: dict[str, Any]) -> 
     for variable, value in samples.items():
         rendered = rendered.replace(variable, value)
     assert json.loads(rendered) == {"error": {"message": "Invalid URL (GET /api/v1/nope)",
-                                              "type": "invalid_request_error", "param": None, "code": "unknown_url"}}
+                                              "type": "invalid_request_error", "param": None, "code": None}}
     assert {"multipart/form-data", "application/binary"} <= set(api["Body"]["x-amazon-apigateway-binary-media-types"])
 
 
