@@ -76,9 +76,14 @@ def attach_all(conn: psycopg.Connection, tenant_id: str, store_id: str, attachme
 def process_attached(conn: psycopg.Connection, tenant_id: str, store: VectorStore,
                      attachments: Sequence[Attachment], *, settings: Settings, embedder: Embedder) -> None:
     """Process the attached files inside this call when they total ≤ ``settings.inline_max_bytes``; otherwise
-    leave them ``in_progress`` and notify the background workers."""
+    leave them ``in_progress`` and hand them to the ingestion queue (``settings.ingest_queue`` set: deployed or
+    the local stack) or notify the background workers."""
     if sum(item.file.bytes for item in attachments) > settings.inline_max_bytes:
-        if _on_pending is not None:
+        if settings.ingest_queue:
+            from chalicelib.events.enqueue import enqueue_files
+
+            enqueue_files(conn, tenant_id, store.id, [item.file.id for item in attachments], settings=settings)
+        elif _on_pending is not None:
             _on_pending()
         return
     for item in attachments:

@@ -1,4 +1,10 @@
-"""File objects (OpenAI Files API) and their attachments to vector stores (``vector_store.file``)."""
+"""File objects (OpenAI Files API) and their attachments to vector stores (``vector_store.file``).
+
+Where a file's bytes live: in ``files.content`` locally; in S3 when the caller passes an S3 blob store (the API
+when deployed, ``Settings.bucket`` set: see :func:`content_blobs`), under ``files/<tenant>/<file_id>``
+(:func:`content_key`) with ``content`` NULL; a file that came from the S3 drop folder points at its own object
+(``content_bucket``/``content_key``). :func:`get_content` reads through whichever it is.
+"""
 
 from __future__ import annotations
 
@@ -52,17 +58,20 @@ class StoreFile:
 
 _FILE_COLUMNS = "id, tenant_id, filename, purpose, bytes, sha256, created_at, expires_at"
 _INSERT_FILE = f"""
-INSERT INTO files (id, tenant_id, filename, purpose, bytes, sha256, content, expires_at)
-VALUES (%(id)s, %(tenant)s, %(filename)s, %(purpose)s, %(bytes)s, %(sha256)s, %(content)s,
+INSERT INTO files (id, tenant_id, filename, purpose, bytes, sha256, content, content_bucket, content_key, expires_at)
+VALUES (%(id)s, %(tenant)s, %(filename)s, %(purpose)s, %(bytes)s, %(sha256)s, %(content)s, %(bucket)s, %(key)s,
         CASE WHEN %(expires_in)s::float8 IS NULL THEN NULL
              ELSE now() + make_interval(secs => %(expires_in)s::float8) END)
 RETURNING {_FILE_COLUMNS}"""
 _REPLACE_CONTENT = f"""
-UPDATE files SET content = %(content)s, bytes = %(bytes)s, sha256 = %(sha256)s
+UPDATE files SET content = %(content)s, bytes = %(bytes)s, sha256 = %(sha256)s, content_bucket = %(bucket)s,
+    content_key = %(key)s
 WHERE tenant_id = %(tenant)s AND id = %(id)s RETURNING {_FILE_COLUMNS}"""
+_SET_DIGEST = """UPDATE files SET bytes = %(bytes)s, sha256 = %(sha256)s WHERE tenant_id = %(tenant)s AND id = %(id)s"""
 _LIVE = "(expires_at IS NULL OR expires_at > now())"  # expired files are gone to callers before the sweep runs
 _GET_FILE = f"SELECT {_FILE_COLUMNS} FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"
-_GET_CONTENT = f"SELECT content FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"
+_GET_CONTENT = f"""SELECT content, content_bucket, content_key FROM files
+WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"""
 _LIST_FILES = f"""SELECT {_FILE_COLUMNS} FROM files
 WHERE tenant_id = %(tenant)s AND {_LIVE} AND (%(purpose)s::text IS NULL OR purpose = %(purpose)s) AND {{keyset}}
 ORDER BY {{order}} LIMIT %(page_limit)s"""
@@ -74,8 +83,8 @@ INSERT INTO vector_store_files (tenant_id, vector_store_id, file_id, status, att
 VALUES (%(tenant)s, %(store)s, %(file)s, 'in_progress', %(attributes)s, %(strategy)s)
 ON CONFLICT (vector_store_id, file_id) DO UPDATE
 SET status = 'in_progress', last_error = NULL, attributes = EXCLUDED.attributes,
-    chunking_strategy = EXCLUDED.chunking_strategy, attempt_base = vector_store_files.attempts,
-    lease_expires_at = NULL, updated_at = now()"""
+    chunking_strategy = EXCLUDED.chunking_strategy, attempts = vector_store_files.attempts + 1,
+    attempt_base = vector_store_files.attempts + 1, lease_expires_at = NULL, updated_at = now()"""
 _GET_STORE_FILE = f"""
 SELECT {_STORE_FILE_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
 WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""
@@ -115,16 +124,78 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# Prefix of uploaded files' bytes in the bucket (see chalicelib.events.s3_keys.is_internal).
+CONTENT_PREFIX = "files/"
+
+
+def content_key(tenant_id: str, file_id: str) -> str:
+    """The S3 key of an uploaded file's bytes: ``files/<tenant>/<file_id>`` (the drop folder ignores ``files/``)."""
+    return f"{CONTENT_PREFIX}{tenant_id}/{file_id}"
+
+
+def content_blobs(blobs: Any) -> Any:
+    """Where new files' bytes go given the process's blob store: ``blobs`` itself when it is S3 (deployed), None —
+    Postgres — for the local folder store."""
+    from chalicelib.store.blobs import S3BlobStore
+
+    return blobs if isinstance(blobs, S3BlobStore) else None
+
+
 def create_file(conn: psycopg.Connection, tenant_id: str, *, filename: str, data: bytes,
-                purpose: str = "assistants", expires_in_s: float | None = None) -> FileRow:
-    """Store ``data`` (bytes) as a new file of the tenant; ``expires_in_s`` (seconds from now) sets ``expires_at``."""
+                purpose: str = "assistants", expires_in_s: float | None = None, blobs: Any = None) -> FileRow:
+    """Store ``data`` (bytes) as a new file of the tenant; ``expires_in_s`` (seconds from now) sets ``expires_at``.
+    With ``blobs`` (an S3 blob store, :func:`content_blobs`) the bytes go to S3 first (:func:`content_key`), so a
+    row never names a missing object; otherwise into Postgres.
+
+    Raises:
+        UpstreamError: S3 refused or failed the upload (nothing is written to the database).
+    """
+    from chalicelib.store.vector_stores import ensure_tenant
+
+    ensure_tenant(conn, tenant_id)
+    file_id = ids.new_id(ids.FILE)
+    params = {"id": file_id, "tenant": tenant_id, "filename": filename, "purpose": purpose, "bytes": len(data),
+              "sha256": sha256_hex(data), "content": data, "bucket": None, "key": None,
+              "expires_in": expires_in_s}
+    if blobs is not None:
+        key = content_key(tenant_id, file_id)
+        blobs.put(key, data)
+        params.update(content=None, bucket=blobs.bucket, key=key)
+    with conn.cursor(row_factory=class_row(FileRow)) as cur:
+        return cur.execute(_INSERT_FILE, params).fetchone()
+
+
+def create_object_file(conn: psycopg.Connection, tenant_id: str, *, filename: str, bucket: str, key: str,
+                       size: int) -> FileRow:
+    """A new file whose bytes are the S3 object ``bucket``/``key`` of ``size`` bytes (the drop folder). Its
+    ``sha256`` is empty until :func:`set_digest` records what was ingested."""
     from chalicelib.store.vector_stores import ensure_tenant
 
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(FileRow)) as cur:
         return cur.execute(_INSERT_FILE, {"id": ids.new_id(ids.FILE), "tenant": tenant_id, "filename": filename,
-                                          "purpose": purpose, "bytes": len(data), "sha256": sha256_hex(data),
-                                          "content": data, "expires_in": expires_in_s}).fetchone()
+                                          "purpose": "assistants", "bytes": size, "sha256": "", "content": None,
+                                          "bucket": bucket, "key": key, "expires_in": None}).fetchone()
+
+
+def point_to_object(conn: psycopg.Connection, tenant_id: str, file_id: str, *, bucket: str, key: str,
+                    size: int) -> FileRow:
+    """Make an existing file's bytes the S3 object ``bucket``/``key`` (``size`` bytes; an overwritten drop).
+
+    Raises:
+        NotFoundError: no such file for this tenant.
+    """
+    with conn.cursor(row_factory=class_row(FileRow)) as cur:
+        row = cur.execute(_REPLACE_CONTENT, {"tenant": tenant_id, "id": file_id, "content": None, "bytes": size,
+                                             "sha256": "", "bucket": bucket, "key": key}).fetchone()
+    if row is None:
+        raise NotFoundError(f"No file found with id '{file_id}'.", param="file_id")
+    return row
+
+
+def set_digest(conn: psycopg.Connection, tenant_id: str, file_id: str, data: bytes) -> None:
+    """Record the size (bytes) and SHA-256 of the bytes just read from a file's S3 object."""
+    conn.execute(_SET_DIGEST, {"tenant": tenant_id, "id": file_id, "bytes": len(data), "sha256": sha256_hex(data)})
 
 
 def list_files(conn: psycopg.Connection, tenant_id: str, page: Page, *,
@@ -137,15 +208,24 @@ def list_files(conn: psycopg.Connection, tenant_id: str, page: Page, *,
     return trim(page, rows)
 
 
-def replace_content(conn: psycopg.Connection, tenant_id: str, file_id: str, data: bytes) -> FileRow:
-    """Overwrite a file's bytes (a changed local file re-ingested under the same id).
+def replace_content(conn: psycopg.Connection, tenant_id: str, file_id: str, data: bytes, *,
+                    blobs: Any = None) -> FileRow:
+    """Overwrite a file's bytes (a changed local file re-ingested under the same id); with ``blobs`` (S3) they go
+    to the file's S3 key, as in :func:`create_file`.
 
     Raises:
         NotFoundError: no such file for this tenant.
+        UpstreamError: S3 refused or failed the upload.
     """
+    params = {"tenant": tenant_id, "id": file_id, "content": data, "bytes": len(data), "sha256": sha256_hex(data),
+              "bucket": None, "key": None}
+    if blobs is not None:
+        get_file(conn, tenant_id, file_id)
+        key = content_key(tenant_id, file_id)
+        blobs.put(key, data)
+        params.update(content=None, bucket=blobs.bucket, key=key)
     with conn.cursor(row_factory=class_row(FileRow)) as cur:
-        row = cur.execute(_REPLACE_CONTENT, {"tenant": tenant_id, "id": file_id, "content": data,
-                                             "bytes": len(data), "sha256": sha256_hex(data)}).fetchone()
+        row = cur.execute(_REPLACE_CONTENT, params).fetchone()
     if row is None:
         raise NotFoundError(f"No file found with id '{file_id}'.", param="file_id")
     return row
@@ -165,15 +245,29 @@ def get_file(conn: psycopg.Connection, tenant_id: str, file_id: str) -> FileRow:
 
 
 def get_content(conn: psycopg.Connection, tenant_id: str, file_id: str) -> bytes:
-    """The file's bytes.
+    """The file's bytes, from Postgres or from S3.
 
     Raises:
-        NotFoundError: no such file for this tenant, or its bytes are not held in the database.
+        NotFoundError: no such file for this tenant, or it has no bytes anywhere.
+        BlobNotFoundError: the S3 object the row names is gone (500: storage and database disagree).
+        UpstreamError: S3 failed.
     """
     row = conn.execute(_GET_CONTENT, {"tenant": tenant_id, "id": file_id}).fetchone()
-    if row is None or row[0] is None:
+    if row is not None and row[0] is not None:
+        return bytes(row[0])
+    if row is None or row[2] is None:
         raise NotFoundError(f"No content found for file '{file_id}'.", param="file_id")
-    return bytes(row[0])
+    return _object_store(row[1]).get(row[2])
+
+
+def _object_store(bucket: str):
+    from chalicelib import deps
+    from chalicelib.store.blobs import S3BlobStore, blob_store
+
+    config = deps.current_settings()
+    if config.bucket == bucket:
+        return blob_store(config)
+    return S3BlobStore(bucket, region=config.aws_region)
 
 
 def attach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *,
@@ -256,7 +350,8 @@ def mark_completed(conn: psycopg.Connection, tenant_id: str, store_id: str, file
 
 _DETACH = """DELETE FROM vector_store_files
 WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
-_DELETE_FILE = "DELETE FROM files WHERE tenant_id = %(tenant)s AND id = %(file)s"
+_DELETE_FILE = """DELETE FROM files WHERE tenant_id = %(tenant)s AND id = %(file)s
+RETURNING content_bucket, content_key"""
 
 
 def detach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> bool:
@@ -280,7 +375,19 @@ def delete_file(conn: psycopg.Connection, tenant_id: str, file_id: str) -> bool:
         params).fetchall()]
     for store_id in stores:
         detach(conn, tenant_id, store_id, file_id)
-    return conn.execute(_DELETE_FILE, params).rowcount > 0
+    row = conn.execute(_DELETE_FILE, params).fetchone()
+    if row is not None and row[1] is not None and row[1].startswith(CONTENT_PREFIX):
+        _forget_blob(row[0], row[1])  # an uploaded file's own object; a drop-folder object stays the user's
+    return row is not None
+
+
+def _forget_blob(bucket: str, key: str) -> None:
+    import logging
+
+    try:
+        _object_store(bucket).delete_prefix(key)
+    except Exception:  # the housekeeping orphan sweep removes it later
+        logging.getLogger("engram.files").warning("could not delete s3://%s/%s", bucket, key, exc_info=True)
 
 
 _EXPIRED_FILES = "SELECT tenant_id, id FROM files WHERE expires_at < now() LIMIT 1000"

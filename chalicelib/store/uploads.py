@@ -231,7 +231,7 @@ def complete(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
             raise InvalidRequestError("The MD5 checksum of the uploaded bytes does not match 'md5'.", param="md5",
                                       code="checksum_mismatch")
         file = file_rows.create_file(conn, tenant_id, filename=upload.filename, data=data, purpose=upload.purpose,
-                                     expires_in_s=upload.file_expires_after_s)
+                                     expires_in_s=upload.file_expires_after_s, blobs=file_rows.content_blobs(blobs))
         del data
         conn.execute(_SET_COMPLETED, {"tenant": tenant_id, "id": upload_id, "file": file.id})
     _discard_parts(conn, blobs, tenant_id, upload_id)

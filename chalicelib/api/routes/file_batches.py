@@ -12,7 +12,6 @@ from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.routes.vector_store_files import STATUSES
 from chalicelib.api.schemas import CreateFileBatch
 from chalicelib.errors import InvalidRequestError
-from chalicelib.ingest import attach
 from chalicelib.store import batches
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
@@ -40,6 +39,8 @@ def _object(conn, tenant: str, batch) -> Response:
 def create_file_batch(vector_store_id: str) -> Response:
     """``file_batches.create(vector_store_id, file_ids= | files=, attributes=, chunking_strategy=)``: every file is
     checked before anything is written; small batches are processed inside the request."""
+    from chalicelib.ingest import attach  # lazy: the parsers load on the first attach, not at cold start
+
     body = request.validate(CreateFileBatch, request.json_body(bp.current_request))
     entries = body.entries()
     if len({e.file_id for e in entries}) != len(entries):

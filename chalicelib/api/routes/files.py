@@ -13,6 +13,7 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
+from chalicelib.store.blobs import blob_store
 
 bp = Blueprint(__name__)
 
@@ -41,13 +42,14 @@ def create_file() -> Response:
                                   code="invalid_value")
     expires_in = _expires_in(form.fields)
     filename = _filename(upload.filename)
-    limit = deps.current_settings().max_file_bytes
+    config = deps.current_settings()
+    limit = config.max_file_bytes
     if len(upload.data) > limit:
         raise PayloadTooLargeError(f"File is {len(upload.data):,} bytes; the limit is {limit:,} bytes.",
                                    param="file")
     with tenant_db() as conn:
         row = file_rows.create_file(conn, current_tenant(), filename=filename, data=upload.data, purpose=purpose,
-                                    expires_in_s=expires_in)
+                                    expires_in_s=expires_in, blobs=file_rows.content_blobs(blob_store(config)))
     return respond(objects.file_object(row))
 
 

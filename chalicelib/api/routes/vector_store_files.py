@@ -11,8 +11,6 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.errors import EngramError
-from chalicelib.ingest import attach
-from chalicelib.ingest.parse import parse_document
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 
@@ -29,6 +27,8 @@ def _object(row) -> Response:
 def create_vector_store_file(vector_store_id: str) -> Response:
     """``vector_stores.files.create(vector_store_id=, file_id=, attributes=, chunking_strategy=)``: small files
     come back ``completed`` (processed in the request), larger ones ``in_progress``."""
+    from chalicelib.ingest import attach  # lazy: the parsers load on the first attach, not at cold start
+
     body = request.validate(CreateVectorStoreFile, request.json_body(bp.current_request))
     tenant, embedder = current_tenant(), deps.embedder()
     with tenant_db() as conn:
@@ -101,6 +101,8 @@ def delete_vector_store_file(vector_store_id: str, file_id: str) -> dict:
 def vector_store_file_content(vector_store_id: str, file_id: str) -> dict:
     """``vector_stores.files.content(file_id, vector_store_id=)`` → ``vector_store.file_content.page`` holding the
     file's parsed text as one item (empty for a file that failed)."""
+    from chalicelib.ingest.parse import parse_document  # lazy: the parsers are heavy imports
+
     tenant = current_tenant()
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))

@@ -12,7 +12,6 @@ from chalicelib.api import objects, observability, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
-from chalicelib.ingest import attach
 from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.search.service import parse_ranking_options, search
 from chalicelib.store import vector_stores
@@ -30,6 +29,8 @@ def _object(conn, tenant: str, store) -> Response:
 def create_vector_store() -> Response:
     """``vector_stores.create(name=, file_ids=, chunking_strategy=, expires_after=, metadata=)``. Files named in
     ``file_ids`` are attached (and processed inline when small); nothing is written if any is invalid."""
+    from chalicelib.ingest import attach  # lazy: the parsers load on the first attach, not at cold start
+
     body = request.validate(CreateVectorStore, request.json_body(bp.current_request))
     tenant, embedder = current_tenant(), deps.embedder()
     entries = [(f, None, body.chunking_strategy) for f in body.file_ids or []]

@@ -1,0 +1,248 @@
+"""The S3 drop folder: applying one S3 event record to the vector store its key names.
+
+``s3://<bucket>/<tenant>/<store name or vs_ id>/<path>``:
+
+- created (put, copy, multipart): the store is found or created (by name, with the deployment's embedding model),
+  the object becomes (or updates) the file named ``<path>``, its sidecar's attributes are applied, a new version
+  is claimed and staged (:func:`chalicelib.events.versions.stage`); an overwrite's new version replaces the old
+  chunks atomically when it completes;
+- removed: the file is deleted from the store (with its chunks);
+- ``<path>.metadata.json``: the sidecar's ``metadataAttributes`` become the file's attributes, without
+  re-embedding (a sidecar may arrive before its file: it is remembered).
+
+Events of one key are applied under that key's ``drop_objects`` row lock and compared with the newest one applied
+(S3 ``sequencer``; moto sends none, then ``eventTime`` and the ETag): an older event is ignored, the same event
+(a duplicate) only resumes its version. A key that names no tenant, or no usable store, leaves a ``drop_errors``
+row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import datetime, timezone
+
+import psycopg
+
+from chalicelib import ids
+from chalicelib.config import Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.events import objects, s3_keys, sidecar, versions
+from chalicelib.events.messages import FileMessage, S3Record, compare_sequencers
+from chalicelib.events.s3_keys import DropKey, DropKeyError
+from chalicelib.ingest.chunk import resolve_chunking_strategy
+from chalicelib.store import drop_errors, drop_objects
+from chalicelib.store import files as file_rows
+from chalicelib.store import ingest_jobs, vector_stores
+from chalicelib.store.drop_objects import DropObject
+from chalicelib.store.vector_stores import VectorStore
+
+logger = logging.getLogger("engram.events")
+
+# Longest store name a key may create (the API's limit, chalicelib/api/schemas.py MAX_NAME_CHARS).
+MAX_STORE_NAME_CHARS = 256
+# Serialises the creation of a store by name within a tenant (two files dropped at once into a new store).
+_STORE_NAME_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+
+
+def apply(settings: Settings, embedder: Embedder, record: S3Record, *, arrived_at: datetime | None = None) -> str:
+    """Apply one S3 event record; returns what happened (``staged``, ``deleted``, ``attributes``, ``stale``,
+    ``duplicate``, ``internal``, ``ignored``, ``error`` or a :func:`versions.stage` outcome).
+
+    Raises:
+        UpstreamError: S3, SQS or the database failed (the message is retried).
+    """
+    from chalicelib.store.db import pool, tenant_connection
+
+    if s3_keys.is_internal(record.key):
+        return "internal"
+    if not (record.is_created or record.is_removed):
+        return "ignored"
+    try:
+        key = s3_keys.parse(record.key)
+    except DropKeyError as exc:
+        with pool(settings).connection() as owner:
+            _error(owner, None, record, exc.code, exc.message)
+        return "error"
+    with pool(settings).connection() as owner:
+        if not drop_objects.tenant_exists(owner, key.tenant):
+            _error(owner, key.tenant, record, "unknown_tenant",
+                   f"No tenant named {key.tenant!r}: the first segment of a drop-folder key must be a tenant.")
+            return "error"
+    with tenant_connection(settings, key.tenant) as conn:
+        if key.is_sidecar:
+            return _apply_sidecar(conn, settings, key, record)
+        if record.is_removed:
+            return _remove(conn, key, record)
+        accepted = _accept(conn, settings, embedder, key, record)
+        if isinstance(accepted, str):
+            return accepted
+        return versions.stage(conn, settings, embedder, accepted, arrived_at=arrived_at)
+
+
+def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
+    """The last receive of ``record`` failed: fail the version it started (the file shows ``last_error``), or, if it
+    never got that far, leave a ``drop_errors`` row."""
+    from chalicelib.store.db import pool, tenant_connection
+
+    if isinstance(error, versions.VersionFailedError):
+        return  # its file already shows the failure (last_error); the message waits in the dead-letter queue
+    try:
+        key = s3_keys.parse(record.key)
+    except DropKeyError:
+        return
+    code, message = versions.error_of(error)
+    with pool(settings).connection() as owner:
+        if not drop_objects.tenant_exists(owner, key.tenant):
+            return
+    with tenant_connection(settings, key.tenant) as conn:
+        row = drop_objects.get(conn, key.tenant, record.bucket, key.key)
+        if row is not None and row.version is not None and _order(record, row) == 0:
+            if versions.give_up(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
+                return
+        _error(conn, key.tenant, record, "ingest_failed", f"{code}: {message}")
+
+
+def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, key: DropKey,
+            record: S3Record) -> FileMessage | str:
+    """Record a created object under its row lock and claim a version for it; the version to stage, or what
+    happened instead."""
+    try:
+        with conn.transaction():
+            row = drop_objects.lock(conn, key.tenant, record.bucket, key.key)
+            order = _order(record, row)
+            if order < 0:
+                return "stale"
+            if order == 0:
+                if row.version is None or row.file_id is None or row.vector_store_id is None:
+                    return "duplicate"
+                return FileMessage(key.tenant, row.vector_store_id, row.file_id, row.version)
+            store = _store(conn, key, embedder)
+            side = drop_objects.get(conn, key.tenant, record.bucket, key.sidecar_key)
+            attributes = side.attributes if side is not None and not side.deleted and side.attributes else {}
+            file_id = _file(conn, row, key, record)
+            strategy = resolve_chunking_strategy(None, embedder_max_tokens=embedder.max_input_tokens)
+            file_rows.attach(conn, key.tenant, store.id, file_id, attributes=attributes,
+                             chunking_strategy=strategy.to_openai())
+            version = ingest_jobs.start(conn, key.tenant, store.id, file_id, lease_s=settings.processing_lease_s,
+                                        max_attempts=settings.processing_max_attempts,
+                                        source=(record.bucket, key.key, record.etag))
+            if version is None:  # cannot happen right after attaching; refuse loudly rather than lose the drop
+                raise ConflictError(f"Could not claim {file_id} in {store.id} right after attaching it.")
+            drop_objects.save(conn, dataclasses.replace(
+                row, vector_store_id=store.id, file_id=file_id, version=version, etag=record.etag,
+                sequencer=record.sequencer, event_time=record.event_time, deleted=False))
+            vector_stores.touch(conn, key.tenant, [store.id])
+    except _DropError as exc:
+        _error(conn, key.tenant, record, exc.code, exc.message)
+        return "error"
+    return FileMessage(key.tenant, store.id, file_id, version)
+
+
+def _remove(conn: psycopg.Connection, key: DropKey, record: S3Record) -> str:
+    with conn.transaction():
+        row = drop_objects.lock(conn, key.tenant, record.bucket, key.key)
+        order = _order(record, row)
+        if order <= 0:
+            return "stale" if order < 0 else "duplicate"
+        if row.file_id is not None:
+            file_rows.delete_file(conn, key.tenant, row.file_id)
+        drop_objects.save(conn, dataclasses.replace(
+            row, file_id=None, version=None, etag=record.etag, sequencer=record.sequencer,
+            event_time=record.event_time, deleted=True))
+    return "deleted"
+
+
+def _apply_sidecar(conn: psycopg.Connection, settings: Settings, key: DropKey, record: S3Record) -> str:
+    attributes = None
+    if record.is_created:
+        data = objects.read(settings, record.bucket, key.key, record.etag)
+        if data is None:
+            return "stale"  # overwritten or deleted since: the newer event carries the change
+        try:
+            attributes = sidecar.parse(data)
+        except InvalidRequestError as exc:
+            _error(conn, key.tenant, record, exc.code or "invalid_metadata", exc.message)
+            return "error"
+    with conn.transaction():
+        target = drop_objects.lock(conn, key.tenant, record.bucket, key.target_key)  # the file's row first, always
+        side = drop_objects.lock(conn, key.tenant, record.bucket, key.key)
+        order = _order(record, side)
+        if order <= 0:
+            return "stale" if order < 0 else "duplicate"
+        drop_objects.save(conn, dataclasses.replace(
+            side, etag=record.etag, sequencer=record.sequencer, event_time=record.event_time,
+            deleted=record.is_removed, attributes=attributes))
+        if target.file_id is not None and target.vector_store_id is not None and not target.deleted:
+            try:
+                file_rows.update_attributes(conn, key.tenant, target.vector_store_id, target.file_id,
+                                            attributes or {})
+            except NotFoundError:
+                pass  # detached meanwhile; the next drop of the file picks the sidecar up
+    return "attributes"
+
+
+class _DropError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> VectorStore:
+    """The store the key names, created by name when missing.
+
+    Raises:
+        _DropError: an unknown ``vs_`` id, an ambiguous or over-long name, another embedding model, expired.
+    """
+    if len(key.store) > MAX_STORE_NAME_CHARS:
+        raise _DropError("invalid_key", f"Vector store names are at most {MAX_STORE_NAME_CHARS} characters.")
+    conn.execute(_STORE_NAME_LOCK, (f"engram-store:{key.tenant}/{key.store}",))
+    try:
+        store = vector_stores.find(conn, key.tenant, key.store)
+    except ConflictError as exc:
+        raise _DropError("ambiguous_store", exc.message) from None
+    if store is None:
+        if key.store.startswith(ids.VECTOR_STORE):
+            raise _DropError("store_not_found", f"No vector store {key.store!r} in tenant {key.tenant!r} "
+                                                "(a segment starting with 'vs_' names an existing store by id).")
+        store = vector_stores.create(conn, key.tenant, name=key.store, model=embedder.model, dim=embedder.dimension)
+    try:
+        vector_stores.check_embedding(store, embedder.model, embedder.dimension)
+    except EmbeddingMismatchError as exc:
+        raise _DropError(exc.code, exc.message) from None
+    if vector_stores.is_expired(store, datetime.now(timezone.utc)):
+        raise _DropError("vector_store_expired", f"Vector store {store.id} has expired.")
+    return store
+
+
+def _file(conn: psycopg.Connection, row: DropObject, key: DropKey, record: S3Record) -> str:
+    """The id of the file the object is: the one it became before (bytes re-pointed), or a new one."""
+    if row.file_id is not None:
+        try:
+            file_rows.point_to_object(conn, key.tenant, row.file_id, bucket=record.bucket, key=key.key,
+                                      size=record.size)
+            return row.file_id
+        except NotFoundError:
+            pass  # deleted through the API since
+    return file_rows.create_object_file(conn, key.tenant, filename=key.path, bucket=record.bucket, key=key.key,
+                                        size=record.size).id
+
+
+def _order(record: S3Record, row: DropObject) -> int:
+    """-1, 0 or 1 as ``record`` is older than, the same event as, or newer than the newest event applied to the
+    key. Without sequencers (moto) the event time decides, then ETag and kind (a different one counts as newer)."""
+    if row.sequencer is None and row.event_time is None:
+        return 1
+    if record.sequencer and row.sequencer:
+        return compare_sequencers(record.sequencer, row.sequencer)
+    if record.event_time and row.event_time and record.event_time != row.event_time:
+        return 1 if record.event_time > row.event_time else -1
+    same = record.etag == row.etag and record.is_removed == row.deleted
+    return 0 if same else 1
+
+
+def _error(conn: psycopg.Connection, tenant: str | None, record: S3Record, code: str, message: str) -> None:
+    logger.warning("drop s3://%s/%s: %s: %s", record.bucket, record.key, code, message)
+    drop_errors.record(conn, tenant_id=tenant, bucket=record.bucket, key=record.key, event=record.event_id,
+                       code=code, message=message)

@@ -1,0 +1,278 @@
+"""Ingestion jobs: one row per processing run ("version") of an attached file in the serverless pipeline, and the
+embedding batches of that run that have landed.
+
+A version is the ``vector_store_files.attempts`` number a claim produced (:func:`start`), so a version's final
+write is guarded exactly like a background worker's (:func:`chalicelib.store.files.mark_completed` with
+``attempt=version``). Counting landed batches happens under the job row's lock (:func:`lock`), which makes
+"this was the last batch" true for exactly one handler. Lock order everywhere: job row → store row
+(:func:`chalicelib.store.chunks.lock_store`) → ``vector_store_files`` row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from chalicelib.store import processing
+
+# Statuses in which a version still has work to do.
+OPEN = ("pending", "embedding")
+# Statuses a version never leaves (except "failed", which a redriven message may re-open).
+FINAL = ("completed", "rejected", "superseded")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A row of ``ingest_jobs`` (see migrations/0006_pipeline.sql for the status meanings)."""
+
+    tenant_id: str
+    vector_store_id: str
+    file_id: str
+    version: int
+    status: str
+    source_bucket: str | None
+    source_key: str | None
+    source_etag: str | None
+    content_sha256: str | None
+    chunk_count: int
+    batch_count: int
+    batches_done: int
+    last_error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    staged_at: datetime | None
+
+
+_COLUMNS = """tenant_id, vector_store_id, file_id, version, status, source_bucket, source_key, source_etag,
+    content_sha256, chunk_count, batch_count, batches_done, last_error, created_at, updated_at, staged_at"""
+_KEY = "tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND version = %(version)s"
+_INSERT = """
+INSERT INTO ingest_jobs (tenant_id, vector_store_id, file_id, version, source_bucket, source_key, source_etag)
+VALUES (%(tenant)s, %(store)s, %(file)s, %(version)s, %(bucket)s, %(key)s, %(etag)s)
+ON CONFLICT DO NOTHING"""
+_GET = f"SELECT {_COLUMNS} FROM ingest_jobs WHERE {_KEY}"
+_LOCK = f"SELECT {_COLUMNS} FROM ingest_jobs WHERE {_KEY} FOR UPDATE"
+_SET_STAGED = f"""
+UPDATE ingest_jobs SET status = 'embedding', chunk_count = %(chunks)s, batch_count = %(batches)s,
+    content_sha256 = %(sha256)s, staged_at = now(), updated_at = now()
+WHERE {_KEY}"""
+_SET_STATUS = f"""
+UPDATE ingest_jobs SET status = %(status)s, last_error = %(error)s, updated_at = now() WHERE {_KEY}"""
+_SUPERSEDE_OLDER = """
+UPDATE ingest_jobs SET status = 'superseded', updated_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND version < %(version)s
+  AND status IN ('pending', 'embedding', 'failed')"""
+_REOPEN = f"""
+UPDATE ingest_jobs SET status = CASE WHEN staged_at IS NULL THEN 'pending' ELSE 'embedding' END, last_error = NULL,
+    updated_at = now()
+WHERE {_KEY}"""
+_LAND = """
+INSERT INTO ingest_job_batches (tenant_id, vector_store_id, file_id, version, batch_no)
+VALUES (%(tenant)s, %(store)s, %(file)s, %(version)s, %(batch)s) ON CONFLICT DO NOTHING"""
+_COUNT = f"""
+UPDATE ingest_jobs SET batches_done = batches_done + 1, updated_at = now() WHERE {_KEY}
+RETURNING batches_done, batch_count"""
+_LANDED = f"SELECT 1 FROM ingest_job_batches WHERE {_KEY} AND batch_no = %(batch)s"
+_OUTSTANDING = """
+SELECT b FROM ingest_jobs j, generate_series(0, j.batch_count - 1) AS b
+WHERE j.tenant_id = %(tenant)s AND j.vector_store_id = %(store)s AND j.file_id = %(file)s AND j.version = %(version)s
+  AND NOT EXISTS (SELECT 1 FROM ingest_job_batches d
+                  WHERE d.vector_store_id = j.vector_store_id AND d.file_id = j.file_id
+                    AND d.version = j.version AND d.batch_no = b)
+ORDER BY b"""
+_CLEAR_BATCHES = f"DELETE FROM ingest_job_batches WHERE {_KEY}"
+# The version's attachment: in_progress under this version (current), failed under it (re-openable), or neither.
+_ATTACHMENT = """
+SELECT status, attempts, updated_at FROM vector_store_files
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
+_REOPEN_FILE = """
+UPDATE vector_store_files SET status = 'in_progress', last_error = NULL,
+    lease_expires_at = now() + make_interval(secs => %(lease)s), updated_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s
+  AND status = 'failed' AND attempts = %(version)s"""
+_HEARTBEAT = """
+UPDATE vector_store_files SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s
+  AND status = 'in_progress' AND attempts = %(version)s"""
+# Housekeeping (owner, all tenants): in_progress files whose lease ran out (or that nobody claimed for a lease)
+# while attempts remain are claimed again, to be re-sent to the ingestion queue — unless their version is open and
+# made progress within the stall time: its messages are still in SQS (queued behind a backlog, or being redelivered),
+# and SQS's own retries and dead-letter queue take care of it.
+_CLAIM_STUCK = """
+UPDATE vector_store_files SET attempts = attempts + 1,
+    lease_expires_at = now() + make_interval(secs => %(lease)s), updated_at = now()
+WHERE (vector_store_id, file_id) IN (
+    SELECT sf.vector_store_id, sf.file_id FROM vector_store_files sf
+    WHERE sf.status = 'in_progress' AND sf.attempts - sf.attempt_base < %(max_attempts)s
+      AND (sf.lease_expires_at < now()
+           OR (sf.lease_expires_at IS NULL AND sf.updated_at < now() - make_interval(secs => %(lease)s)))
+      AND NOT EXISTS (SELECT 1 FROM ingest_jobs j
+                      WHERE j.vector_store_id = sf.vector_store_id AND j.file_id = sf.file_id
+                        AND j.version = sf.attempts AND j.status IN ('pending', 'embedding')
+                        AND j.updated_at > now() - make_interval(secs => %(stall)s))
+    ORDER BY sf.updated_at LIMIT %(limit)s FOR UPDATE OF sf SKIP LOCKED)
+RETURNING tenant_id, vector_store_id, file_id, attempts"""
+# A version whose message could not be sent: nobody will process it, so it is retried at the next housekeeping.
+_ABANDON_JOB = f"""
+UPDATE ingest_jobs SET status = 'superseded', updated_at = now()
+WHERE {_KEY} AND status IN ('pending', 'embedding')"""
+_EXPIRE_LEASE = """
+UPDATE vector_store_files SET lease_expires_at = now()
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s
+  AND status = 'in_progress' AND attempts = %(version)s"""
+# Finished versions older than the retention, and versions whose attachment is gone (detached, store deleted).
+_PURGE = """
+DELETE FROM ingest_jobs j
+WHERE (j.status IN ('completed', 'failed', 'rejected', 'superseded')
+       AND j.updated_at < now() - make_interval(secs => %(retention)s))
+   OR (j.updated_at < now() - make_interval(secs => %(grace)s)
+       AND NOT EXISTS (SELECT 1 FROM vector_store_files sf
+                       WHERE sf.vector_store_id = j.vector_store_id AND sf.file_id = j.file_id))"""
+
+
+def _key(tenant_id: str, store_id: str, file_id: str, version: int) -> dict[str, Any]:
+    return {"tenant": tenant_id, "store": store_id, "file": file_id, "version": version}
+
+
+def start(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, lease_s: float,
+          max_attempts: int, source: tuple[str, str, str | None] | None = None) -> int | None:
+    """Claim an ``in_progress`` attachment (:func:`chalicelib.store.processing.claim`, lease ``lease_s`` seconds)
+    and record the new version as a ``pending`` job; ``source`` is ``(bucket, key, etag)`` of the drop-folder
+    object it ingests. Returns the version, or None when the file is not claimable. Older open versions of the
+    file become ``superseded``."""
+    with conn.transaction():
+        version = processing.claim(conn, tenant_id, store_id, file_id, lease_s=lease_s, max_attempts=max_attempts)
+        if version is None:
+            return None
+        record(conn, tenant_id, store_id, file_id, version, source=source)
+    return version
+
+
+def record(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int, *,
+           source: tuple[str, str, str | None] | None = None) -> None:
+    """Insert the ``pending`` job of a version already claimed (idempotent) and supersede older open versions."""
+    bucket, key, etag = source or (None, None, None)
+    params = _key(tenant_id, store_id, file_id, version)
+    conn.execute(_INSERT, {**params, "bucket": bucket, "key": key, "etag": etag})
+    conn.execute(_SUPERSEDE_OLDER, params)
+
+
+def get(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int) -> Job | None:
+    """The job of one version, or None (never started, or purged)."""
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        return cur.execute(_GET, _key(tenant_id, store_id, file_id, version)).fetchone()
+
+
+def lock(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int) -> Job | None:
+    """Like :func:`get`, holding the row lock to the end of the caller's transaction."""
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        return cur.execute(_LOCK, _key(tenant_id, store_id, file_id, version)).fetchone()
+
+
+def set_staged(conn: psycopg.Connection, job: Job, *, chunk_count: int, batch_count: int, content_sha256: str) -> None:
+    """Mark a version ``embedding``: ``chunk_count`` chunks staged in ``batch_count`` batches."""
+    conn.execute(_SET_STAGED, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
+                               "chunks": chunk_count, "batches": batch_count, "sha256": content_sha256})
+
+
+def set_status(conn: psycopg.Connection, job: Job, status: str, error: dict[str, str] | None = None) -> None:
+    """Set a version's status (one of the CHECK constraint's) and ``last_error`` (``{"code", "message"}``)."""
+    conn.execute(_SET_STATUS, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
+                               "status": status, "error": Jsonb(error) if error else None})
+
+
+def attachment_state(conn: psycopg.Connection, job: Job) -> tuple[str, datetime | None]:
+    """Where the version stands against its attachment, and since when: ``current`` (``in_progress`` under this
+    version), ``failed`` (failed under this version: re-openable; the time is when it failed) or ``gone``
+    (detached, cancelled, completed by or claimed for another version; no time)."""
+    row = conn.execute(_ATTACHMENT, _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)).fetchone()
+    if row is None or row[1] != job.version:
+        return "gone", None
+    state = {"in_progress": "current", "failed": "failed"}.get(row[0], "gone")
+    return state, (row[2] if state != "gone" else None)
+
+
+def reopen(conn: psycopg.Connection, job: Job, *, lease_s: float) -> bool:
+    """Re-open a version that was failed (after its last receive, or by settle) because a message of it arrived
+    again (an ``engram redrive``): the attachment goes back to ``in_progress`` with a fresh lease of ``lease_s``
+    seconds and the job to ``pending``/``embedding``. Returns False when the attachment moved on meanwhile."""
+    with conn.transaction():
+        locked = lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
+        if locked is None or locked.status in FINAL:
+            return False
+        params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
+        state, _ = attachment_state(conn, locked)
+        if state == "failed":
+            conn.execute(_REOPEN_FILE, {**params, "lease": lease_s})
+        elif state != "current":
+            return False
+        conn.execute(_REOPEN, params)
+    return True
+
+
+def heartbeat(conn: psycopg.Connection, job: Job, *, lease_s: float) -> None:
+    """Extend the version's lease to ``lease_s`` seconds from now (progress was made), if it is still current."""
+    conn.execute(_HEARTBEAT, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
+                              "lease": lease_s})
+
+
+def land_batch(conn: psycopg.Connection, job: Job, batch_no: int) -> tuple[int, int] | None:
+    """Record that batch ``batch_no`` landed and count it: ``(batches_done, batch_count)`` after this one, or None
+    when it had already landed (a duplicate). Call under :func:`lock` so the count is race-free."""
+    params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
+    if conn.execute(_LAND, {**params, "batch": batch_no}).rowcount == 0:
+        return None
+    done, total = conn.execute(_COUNT, params).fetchone()
+    return int(done), int(total)
+
+
+def batch_landed(conn: psycopg.Connection, job: Job, batch_no: int) -> bool:
+    """Whether batch ``batch_no`` of the version already landed."""
+    params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
+    return conn.execute(_LANDED, {**params, "batch": batch_no}).fetchone() is not None
+
+
+def outstanding_batches(conn: psycopg.Connection, job: Job) -> list[int]:
+    """Numbers of the version's batches that have not landed yet, ascending."""
+    params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
+    return [row[0] for row in conn.execute(_OUTSTANDING, params).fetchall()]
+
+
+def clear_batches(conn: psycopg.Connection, job: Job) -> None:
+    """Forget the landed-batch markers of a finished version (its status answers duplicates from now on)."""
+    conn.execute(_CLEAR_BATCHES, _key(job.tenant_id, job.vector_store_id, job.file_id, job.version))
+
+
+def claim_stuck(conn: psycopg.Connection, *, lease_s: float, max_attempts: int, stall_s: float,
+                limit: int = 100) -> list[tuple[str, str, str, int]]:
+    """Claim (all tenants; run as the owner) up to ``limit`` ``in_progress`` files whose lease expired, or that
+    waited a whole lease unclaimed, while attempts remain — except those whose current version is open and made
+    progress in the last ``stall_s`` seconds (its messages are still in SQS). Records the new versions as
+    ``pending`` jobs and returns ``(tenant_id, vector_store_id, file_id, version)`` to re-send. Files out of
+    attempts are left for :func:`chalicelib.store.processing.settle` to fail."""
+    with conn.transaction():
+        rows = conn.execute(_CLAIM_STUCK, {"lease": lease_s, "max_attempts": max_attempts, "stall": stall_s,
+                                           "limit": limit}).fetchall()
+        for tenant, store, file_id, version in rows:
+            record(conn, tenant, store, file_id, version)
+    return [tuple(row) for row in rows]
+
+
+def abandon(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int) -> None:
+    """Give up on a version whose ingestion message could not be sent: its job is ``superseded`` and its lease
+    ends now, so the next housekeeping pass claims and re-sends the file (while attempts remain)."""
+    params = _key(tenant_id, store_id, file_id, version)
+    with conn.transaction():
+        conn.execute(_ABANDON_JOB, params)
+        conn.execute(_EXPIRE_LEASE, params)
+
+
+def purge(conn: psycopg.Connection, *, retention_s: float, grace_s: float) -> int:
+    """Delete (all tenants) finished jobs older than ``retention_s`` seconds and jobs whose attachment is gone
+    (older than ``grace_s`` seconds), with their staged chunks and batch markers; returns jobs deleted."""
+    return conn.execute(_PURGE, {"retention": retention_s, "grace": grace_s}).rowcount

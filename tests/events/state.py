@@ -1,0 +1,57 @@
+"""Reading the pipeline's state straight from Postgres (as the owner) for assertions: per-file statuses and chunk
+counts, the invariants that must hold at every moment, and a snapshot to compare runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.store.db import connect  # noqa: F401 (tests use state.connect)
+
+_FILES = """
+SELECT sf.tenant_id, s.name, f.filename, sf.file_id, sf.status, sf.last_error, sf.chunk_count, sf.attributes,
+       sf.attempts
+FROM vector_store_files sf JOIN files f ON f.id = sf.file_id JOIN vector_stores s ON s.id = sf.vector_store_id
+ORDER BY 1, 2, 3"""
+_CHUNKS_PER_FILE = """
+SELECT sf.vector_store_id, sf.file_id, sf.chunk_count, count(c.id), count(DISTINCT c.chunk_index),
+       coalesce(max(c.chunk_index), -1)
+FROM vector_store_files sf LEFT JOIN chunks c ON c.vector_store_id = sf.vector_store_id AND c.file_id = sf.file_id
+GROUP BY 1, 2, 3"""
+_STORE_TOTALS = """
+SELECT s.id, s.chunk_count, (SELECT count(*) FROM chunks c WHERE c.vector_store_id = s.id),
+       s.usage_bytes, (SELECT coalesce(sum(usage_bytes), 0) FROM vector_store_files sf WHERE sf.vector_store_id = s.id)
+FROM vector_stores s"""
+
+
+def files(settings) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """``{(tenant, store name, filename): {file_id, status, last_error, chunk_count, attributes, attempts}}``."""
+    with connect(settings) as conn:
+        rows = conn.execute(_FILES).fetchall()
+    return {(t, s, f): {"file_id": fid, "status": st, "last_error": le, "chunk_count": n, "attributes": a,
+                        "attempts": at}
+            for t, s, f, fid, st, le, n, a, at in rows}
+
+
+def check_invariants(settings) -> None:
+    """Every file's chunk rows are exactly its recorded count, indexed 0..n-1 once each (one version, never a
+    mix); every store's chunk_count and usage equal its rows'; failed/cancelled files have no chunks."""
+    with connect(settings) as conn:
+        for store, file_id, recorded, rows, distinct, top in conn.execute(_CHUNKS_PER_FILE).fetchall():
+            assert rows == recorded == distinct == top + 1, (store, file_id, recorded, rows, distinct, top)
+        for store, counted, rows, usage, file_usage in conn.execute(_STORE_TOTALS).fetchall():
+            assert counted == rows and usage == file_usage, (store, counted, rows, usage, file_usage)
+        bad = conn.execute("SELECT count(*) FROM vector_store_files sf JOIN chunks c USING (vector_store_id, file_id) "
+                           "WHERE sf.status IN ('failed', 'cancelled')").fetchone()[0]
+        assert bad == 0
+
+
+def snapshot(settings) -> dict[str, Any]:
+    """Everything a duplicate delivery must not change: files (status, counts, attempts), chunk ids and texts."""
+    with connect(settings) as conn:
+        chunks = conn.execute("SELECT id, vector_store_id, file_id, chunk_index, md5(text), attributes FROM chunks "
+                              "ORDER BY id").fetchall()
+        stores = conn.execute("SELECT id, name, chunk_count, usage_bytes FROM vector_stores ORDER BY id").fetchall()
+        jobs = conn.execute("SELECT vector_store_id, file_id, version, status, batches_done FROM ingest_jobs "
+                            "ORDER BY 1, 2, 3").fetchall()
+        staged = conn.execute("SELECT count(*) FROM staged_chunks").fetchone()[0]
+    return {"files": files(settings), "chunks": chunks, "stores": stores, "jobs": jobs, "staged": staged}
