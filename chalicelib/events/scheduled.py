@@ -86,6 +86,18 @@ def retry_stuck(conn, settings: Settings) -> int:
     return len(claimed)
 
 
+def summarize_conversations(settings: Settings) -> dict[str, int]:
+    """Eager conversation summarization: precompute the summary of every long stored Responses chain that has
+    none yet (:func:`chalicelib.responses.summarize.precompute_summaries`, at most 50 per run); ``{"summaries": n}``.
+    Chains whose backend fails are logged and retried on the next run."""
+    from chalicelib.responses.summarize import precompute_summaries
+
+    return {"summaries": precompute_summaries(settings)}
+
+
+register_memory_job(summarize_conversations)
+
+
 def memory_jobs(settings: Settings) -> dict[str, Any]:
     """Run every registered memory job; returns ``{job name: its result or {"error": message}}``."""
     results: dict[str, Any] = {}

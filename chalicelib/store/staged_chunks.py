@@ -58,11 +58,12 @@ def set_vectors(conn: psycopg.Connection, job: Job, vectors: Sequence[tuple[int,
 
 
 def _dumpable(vector: Any) -> Any:
-    """pgvector's adapter dumps numpy arrays and its ``Vector``; a plain list (some embedders) becomes an array."""
+    """pgvector's adapter dumps numpy arrays and its ``Vector``; a plain list or tuple (HTTP embedders) becomes a
+    ``Vector`` (no numpy: the Lambda packages leave it out)."""
     if isinstance(vector, (list, tuple)):
-        import numpy as np
+        from pgvector import Vector
 
-        return np.asarray(vector, dtype=np.float32)
+        return Vector([float(x) for x in vector])
     return vector
 
 

@@ -144,11 +144,14 @@ def test_memory_jobs_run_their_hooks(harness):
     def broken(settings):
         raise RuntimeError("boom")
 
+    registered = list(scheduled.MEMORY_JOBS)
     scheduled.register_memory_job(consolidate)
     scheduled.register_memory_job(broken)
     try:
         results = app.memory_jobs(_schedule_event(), None)
     finally:
-        scheduled.MEMORY_JOBS.clear()
+        scheduled.MEMORY_JOBS[:] = registered
     assert len(calls) == 1
-    assert list(results.values()) == [{"consolidated": 3}, {"error": "boom"}]
+    assert results[consolidate.__qualname__] == {"consolidated": 3}
+    assert results[broken.__qualname__] == {"error": "boom"}
+    assert results["summarize_conversations"] == {"summaries": 0}  # eager summarization is always registered
