@@ -22,6 +22,8 @@ def _generated() -> dict[str, bytes]:
     words = " ".join(f"word{i} topic{i % 7}" for i in range(400))
     return {
         "notes/plain.txt": f"Plain text about drop folders. {words}".encode(),
+        # Long enough for more than 8 chunks (several embedding batches) without ../shared.
+        "notes/long.txt": " ".join(f"Sentence {i} on subject{i % 13} and queue{i % 5}." for i in range(1500)).encode(),
         "notes/readme.md": b"# Title\n\nSome *markdown* about queues.\n\n" + words.encode(),
         "data/table.csv": b"name,city\nAda,London\nGrace,Arlington\n",
         "data/page.html": b"<html><body><h1>Hello</h1><p>Fan-out of embedding batches.</p></body></html>",
