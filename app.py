@@ -1,16 +1,24 @@
-"""Engram's Chalice application: wiring only (middleware, blueprints, event handlers). Logic lives in chalicelib/.
+"""Engram's Chalice application: wiring only (middleware, blueprints, queue consumers, schedules). Logic lives in
+chalicelib/.
 
 Middleware runs outermost first: observability (request id, latency, EMF metrics), then the error renderer
 (OpenAI's envelope for everything), then authentication (API key → tenant).
+
+One SQS consumer per queue of the message table (``chalicelib.dispatch.table.QUEUES``) and one schedule per lane of
+the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becomes a Lambda function named after
+it. Their modules are imported on the first event, not at cold start.
 """
+
+from typing import Any, Callable
 
 from chalice import Chalice, Rate
 
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
-from chalicelib.api.observability import observe
 from chalicelib.api.routes import file_batches, files, responses, uploads, vector_store_files, vector_stores
-from chalicelib.events.queues import EMBED_QUEUE, INGEST_QUEUE
+from chalicelib.dispatch.table import QUEUES
+from chalicelib.jobs.table import LANES, tick_s
+from chalicelib.observability import observe
 
 API_PREFIX = "/v1"
 
@@ -33,37 +41,35 @@ def health() -> dict:
     return {"status": "ok"}
 
 
-# --- serverless ingestion (chalicelib/events): handler modules are imported on first call, not at cold start ---
+def _consumer(name: str) -> Callable[[Any], dict]:
+    def consume(event: Any) -> dict:
+        from chalicelib.events import consumer
 
-@app.on_sqs_message(queue=INGEST_QUEUE, batch_size=10, maximum_batching_window_in_seconds=1)
-def ingest(event) -> dict:
-    """S3 drop-folder events and ``ingest.file`` messages: parse, chunk, stage, fan out embedding batches."""
-    from chalicelib.events import ingest_handler
+        return consumer.handle(event.to_dict(), event.context)
 
-    return ingest_handler.handle(event.to_dict(), event.context)
-
-
-@app.on_sqs_message(queue=EMBED_QUEUE, batch_size=4)
-def embed(event) -> dict:
-    """``embed.batch`` messages: embed one batch; the last one swaps the file's chunks in."""
-    from chalicelib.events import embed_handler
-
-    return embed_handler.handle(event.to_dict(), event.context)
+    consume.__name__ = consume.__qualname__ = name  # Chalice names the Lambda handler "app.<__name__>"
+    consume.__doc__ = f"SQS consumer of {name}: every record through the message table."
+    return consume
 
 
-@app.schedule(Rate(5, unit=Rate.MINUTES))
-def housekeeping(event) -> dict:
-    """Retry or fail stuck files, expire stores and files, purge finished jobs, remove orphaned S3 objects."""
-    from chalicelib import deps
-    from chalicelib.events import scheduled
+def _lane(name: str) -> Callable[[Any], dict]:
+    def tick(event: Any) -> dict:
+        from chalicelib import deps
+        from chalicelib.jobs import runner
 
-    return scheduled.housekeeping(deps.current_settings())
+        outcomes = runner.run_lane(deps.current_settings(), name)
+        return {job: {"status": o.status, "counts": o.counts} for job, o in outcomes.items()}
+
+    tick.__name__ = tick.__qualname__ = name
+    tick.__doc__ = f"Scheduled lane {name}: its due jobs, bounded, exclusive and recorded."
+    return tick
 
 
-@app.schedule(Rate(1, unit=Rate.HOURS))
-def memory_jobs(event) -> dict:
-    """Memory consolidation, decay and summarization: the jobs registered in ``scheduled.MEMORY_JOBS``."""
-    from chalicelib import deps
-    from chalicelib.events import scheduled
-
-    return scheduled.memory_jobs(deps.current_settings())
+for _queue in QUEUES:
+    globals()[_queue.function] = app.on_sqs_message(
+        queue=_queue.name, batch_size=_queue.batch_size, name=_queue.function,
+        maximum_batching_window_in_seconds=_queue.batching_window_s)(_consumer(_queue.function))
+for _lane_row in LANES:
+    _minutes = int(tick_s(_lane_row.name) // 60)
+    _rate = Rate(_minutes // 60, unit=Rate.HOURS) if _minutes % 60 == 0 else Rate(_minutes, unit=Rate.MINUTES)
+    globals()[_lane_row.name] = app.schedule(_rate, name=_lane_row.name)(_lane(_lane_row.name))

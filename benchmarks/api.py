@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 
-# Before anything imports chalicelib.api.observability (search.service does): no EMF documents, no request log
+# Before anything imports chalicelib.observability (search.service does): no EMF documents, no request log
 # lines. Inherited by the server process.
 os.environ["ENGRAM_METRICS"] = "off"
 os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
@@ -68,15 +68,17 @@ from psycopg import sql  # noqa: E402
 
 from common import SHARED_DATA, bench_settings, percentile  # noqa: E402
 
-from chalicelib.api import objects, observability  # noqa: E402
+from chalicelib import observability  # noqa: E402
+from chalicelib.api import objects  # noqa: E402
 from chalicelib.embed.hashing import HashingEmbedder  # noqa: E402
-from chalicelib.ingest.chunk import Chunk  # noqa: E402
+from chalicelib.store.chunks import Chunk  # noqa: E402
 from chalicelib.search import service  # noqa: E402
 from chalicelib.search.keyword import keyword_search  # noqa: E402
 from chalicelib.search.service import parse_ranking_options, search  # noqa: E402
 from chalicelib.search.vector import VectorScope, vector_search  # noqa: E402
 from chalicelib.store import api_keys  # noqa: E402
 from chalicelib.store import chunks as chunk_rows  # noqa: E402
+from chalicelib.store import attachments  # noqa: E402
 from chalicelib.store import files as file_rows  # noqa: E402
 from chalicelib.store import vector_stores  # noqa: E402
 from chalicelib.store.db import capabilities, close_pools, connect, pool, tenant_connection  # noqa: E402
@@ -228,7 +230,7 @@ def prepare(settings: Any, n: int, corpus: Corpus, args: argparse.Namespace) -> 
 
 def load_file(conn: psycopg.Connection, store: vector_stores.VectorStore, start: int, texts: list[str],
               vectors: np.ndarray) -> None:
-    """One file of chunks, written as ``process_file`` writes it."""
+    """One file of chunks, written as the ingestion engine writes it (:func:`attachments.complete`)."""
     chunks, offset = [], 0
     for i, text in enumerate(texts):
         chunks.append(Chunk(i, text, len(text.split()) + 2, offset, offset + len(text)))
@@ -236,15 +238,9 @@ def load_file(conn: psycopg.Connection, store: vector_stores.VectorStore, start:
     data = f"synthetic rows {start}..{start + len(texts) - 1}".encode()
     with conn.transaction():
         file_id = file_rows.create_file(conn, TENANT, filename=f"row{start:08d}.txt", data=data).id
-        file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "synthetic"})
-    with conn.transaction():
-        chunk_rows.lock_store(conn, TENANT, store.id)
-        chunk_rows.delete_file_chunks(conn, TENANT, store.id, file_id)
-        chunk_rows.insert_file_chunks(conn, TENANT, store.id, file_id, chunks, vectors, dim=DIM, attributes={})
-        file_rows.mark_completed(conn, TENANT, store.id, file_id, chunk_count=len(chunks),
-                                 usage_bytes=chunk_rows.usage_bytes(chunks, DIM),
-                                 content_sha256=file_rows.sha256_hex(data))
-        chunk_rows.refresh_store_usage(conn, TENANT, store.id)
+        attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "synthetic"})
+    attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+                         content_sha256=file_rows.sha256_hex(data), attempt=None)
 
 
 # --------------------------------------------------------------------------------------------------- server

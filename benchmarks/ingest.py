@@ -49,10 +49,12 @@ from common import SHARED_DATA, bench_settings
 
 from chalicelib.embed import HashingEmbedder, LocalEmbedder
 from chalicelib.errors import EngramError
-from chalicelib.ingest.chunk import Chunk, chunk_document, resolve_chunking_strategy
+from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
+from chalicelib.store.chunks import Chunk
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.parse import parse_document
 from chalicelib.store import chunks as chunk_rows
+from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 from chalicelib.store.db import connect, database_url
@@ -162,23 +164,17 @@ def store_run(conn: psycopg.Connection, label: str, groups: list[tuple[str, list
         data = filename.encode()  # the file's bytes do not matter to the store stage
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=filename, data=data).id
-            file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
+            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
         file_ids.append(file_id)
     register_s = time.perf_counter() - started
     timed = TimedConnection(conn)
     copy_s = 0.0
     started = time.perf_counter()
     for file_id, (filename, chunks, vectors) in zip(file_ids, groups):
-        with conn.transaction():
-            chunk_rows.lock_store(timed, TENANT, store.id)
-            chunk_rows.delete_file_chunks(timed, TENANT, store.id, file_id)
-            before, t0 = timed.total(), time.perf_counter()
-            chunk_rows.insert_file_chunks(timed, TENANT, store.id, file_id, chunks, vectors, dim=DIM, attributes={})
-            copy_s += time.perf_counter() - t0 - (timed.total() - before)
-            file_rows.mark_completed(timed, TENANT, store.id, file_id, chunk_count=len(chunks),
-                                     usage_bytes=chunk_rows.usage_bytes(chunks, DIM),
-                                     content_sha256=file_rows.sha256_hex(filename.encode()))
-            chunk_rows.refresh_store_usage(timed, TENANT, store.id)
+        before, t0 = timed.total(), time.perf_counter()
+        attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+                             content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
+        copy_s += time.perf_counter() - t0 - (timed.total() - before)
     store_s = time.perf_counter() - started
     breakdown = {"copy": copy_s, **timed.seconds}
     breakdown["commit_and_client"] = store_s - sum(breakdown.values())
@@ -205,11 +201,9 @@ def add_background(conn: psycopg.Connection, rows: int, *, hnsw: bool) -> dict[s
         chunks = [Chunk(i, t, len(t.split()), 0, len(t)) for i, t in enumerate(texts)]
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=f"background-{lo:08d}.txt", data=b"background").id
-            file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
-            chunk_rows.lock_store(conn, TENANT, store.id)
-            chunk_rows.insert_file_chunks(conn, TENANT, store.id, file_id, chunks, vectors, dim=DIM, attributes={})
-            file_rows.mark_completed(conn, TENANT, store.id, file_id, chunk_count=count,
-                                     usage_bytes=chunk_rows.usage_bytes(chunks, DIM), content_sha256="-")
+            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
+        attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+                             content_sha256="-", attempt=None)
     load_s = time.perf_counter() - started
     build_s = 0.0
     if hnsw:

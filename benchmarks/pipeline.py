@@ -80,7 +80,7 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
     """One measured run on a fresh database; returns ``{"files", "chunks", "failed", "seconds", "files_per_s",
     "chunks_per_s"}``."""
     from chalicelib import config, deps
-    from chalicelib.events import aws
+    from chalicelib import aws
     from chalicelib.store.db import close_pools, connect
     from chalicelib.store.vector_stores import ensure_tenant
     from engram_cli.local import drop, run

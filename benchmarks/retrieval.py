@@ -25,7 +25,8 @@ from common import SHARED_DATA, bench_settings
 from chalicelib.embed import build_embedder
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.document import ParsedDocument
-from chalicelib.ingest.pipeline import embed_with_cache, ingest_bytes
+from chalicelib.ingest.engine import embed_with_cache
+from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import connect
@@ -106,7 +107,7 @@ def main() -> int:
     started = time.perf_counter()
     statuses: dict[str, int] = {}
     for doc_id, text in corpus.items():
-        result = ingest_bytes(conn, TENANT, store, filename=f"{doc_id}.txt", data=text.encode("utf-8"), embedder=embedder)
+        result = ingest_bytes(conn, settings, TENANT, store, filename=f"{doc_id}.txt", data=text.encode("utf-8"), embedder=embedder)
         statuses[result.status] = statuses.get(result.status, 0) + 1
     ingest_s = time.perf_counter() - started
     store = vector_stores.get(conn, TENANT, store.id)

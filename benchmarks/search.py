@@ -66,10 +66,11 @@ from psycopg import sql
 from common import bench_settings, percentile
 
 import chalicelib.search.vector as vector_leg
-from chalicelib.ingest.chunk import Chunk
+from chalicelib.store.chunks import Chunk
 from chalicelib.search.service import MIN_CANDIDATES
 from chalicelib.search.vector import VectorScope, vector_search
 from chalicelib.store import chunks as chunk_rows
+from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 from chalicelib.store.db import capabilities, connect, database_url
@@ -217,16 +218,10 @@ def load_store(conn: psycopg.Connection, store: vector_stores.VectorStore, rows:
         data = f"synthetic rows {start}..{start + len(part) - 1}".encode()
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=f"row{start:08d}.txt", data=data).id
-            file_rows.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "synthetic"})
-        with conn.transaction():
-            chunk_rows.lock_store(conn, TENANT, store.id)
-            chunk_rows.delete_file_chunks(conn, TENANT, store.id, file_id)
-            chunk_rows.insert_file_chunks(conn, TENANT, store.id, file_id, chunks, vectors[part], dim=DIM,
-                                          attributes={})
-            file_rows.mark_completed(conn, TENANT, store.id, file_id, chunk_count=len(chunks),
-                                     usage_bytes=chunk_rows.usage_bytes(chunks, DIM),
-                                     content_sha256=file_rows.sha256_hex(data))
-            chunk_rows.refresh_store_usage(conn, TENANT, store.id)
+            attachments.attach(conn, TENANT, store.id, file_id, attributes={},
+                               chunking_strategy={"type": "synthetic"})
+        attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors[part], dim=DIM,
+                             content_sha256=file_rows.sha256_hex(data), attempt=None)
 
 
 def build_index(conn: psycopg.Connection, maintenance_work_mem: str, workers: int) -> tuple[float, list[str]]:

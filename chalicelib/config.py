@@ -1,8 +1,9 @@
 """Engram's settings: one frozen object, read from the environment once (explicit > env > default).
 
 Environment variable names are the module constants below; every field names its unit (``_s`` seconds,
-``_bytes`` bytes, ``_tokens`` tokens). ``Settings.from_env()`` is the only place that reads ``os.environ``
-for configuration; ``settings()`` caches it for the process.
+``_bytes`` bytes, ``_tokens`` tokens) and carries its variable in its metadata, so each default is written once
+(the field's) and ``Settings.from_env()`` — the only place that reads ``os.environ`` for configuration — reads
+every field the same way. ``settings()`` caches it for the process.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
-from chalicelib.errors import InvalidRequestError
+from chalicelib.errors import ConfigurationError
 
 ENV_DATABASE_URL = "DATABASE_URL"
 ENV_DATA_DIR = "ENGRAM_DATA_DIR"
@@ -79,139 +81,141 @@ def _default_data_dir() -> Path:
     return Path.home() / ".engram"
 
 
+def _env(name: str, *, choices: tuple[str, ...] | None = None, fallback: str | None = None) -> dict[str, Any]:
+    """Field metadata: the variable ``name`` that sets it, the allowed ``choices`` (lower-cased), and a
+    ``fallback`` variable read when ``name`` is unset (e.g. ``OPENAI_API_KEY``)."""
+    return {"env": name, "choices": choices, "fallback": fallback}
+
+
+def setting(default: Any, env: str, **options: Any) -> Any:
+    """A :class:`Settings` field with ``default``, read from the variable ``env`` (see :func:`_env`)."""
+    return dataclasses.field(default=default, metadata=_env(env, **options))
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Process-wide configuration. Build with :meth:`from_env`; tests use ``dataclasses.replace``."""
 
-    database_url: str | None = None  # DATABASE_URL; None → embedded Postgres (pgserver) under data_dir/pg
-    data_dir: Path = dataclasses.field(default_factory=_default_data_dir)  # ENGRAM_DATA_DIR; default ~/.engram
-    tenant: str = "local"  # ENGRAM_TENANT: tenant the CLI acts for
-    embedding_provider: str = "local"  # local | openai | bedrock | hashing (hashing: tests only)
-    embedding_model: str = DEFAULT_MODELS["local"]
-    embedding_base_url: str = "https://api.openai.com/v1"  # any OpenAI-compatible /v1 root
-    embedding_api_key: str | None = None
-    embedding_dimensions: int | None = None  # request shortened vectors (OpenAI text-embedding-3, Titan v2)
-    embedding_max_input_tokens: int | None = None  # override the embedder's input limit (tokens)
-    embedding_timeout_s: float = 60.0
-    embedding_max_retries: int = 6
-    aws_region: str = "us-east-1"
-    hnsw_ef_search: int = 100  # pgvector hnsw.ef_search for unfiltered / broad searches
-    exact_scan_max_rows: int = 10_000  # searches whose scope holds ≤ this many chunks scan exactly (recall 1.0)
-    max_file_bytes: int = 512 * 1024 * 1024  # largest file accepted for ingestion, bytes (OpenAI's limit)
-    auth_mode: str = "keys"  # ENGRAM_AUTH_MODE: keys | dev
-    db_pool_size: int = 8  # connections per process in the API's pool
-    inline_max_bytes: int = 1024 * 1024  # files up to this size are processed inside the attaching request
-    max_request_bytes: int = 10 * 1024 * 1024  # API Gateway's request payload cap; larger files use /v1/uploads
-    processing_lease_s: float = 300.0  # a worker that holds a file longer is presumed dead; the file is retried
-    processing_max_attempts: int = 3  # after this many expired leases a file is failed with last_error
+    database_url: str | None = setting(None, ENV_DATABASE_URL)  # None → embedded Postgres under data_dir/pg
+    data_dir: Path = dataclasses.field(default_factory=_default_data_dir,  # default ~/.engram
+                                       metadata=_env(ENV_DATA_DIR))
+    tenant: str = setting("local", ENV_TENANT)  # the tenant the CLI acts for
+    embedding_provider: str = setting("local", ENV_EMBEDDING_PROVIDER, choices=EMBEDDING_PROVIDERS)  # hashing: tests only
+    # Unset: the provider's default model (DEFAULT_MODELS).
+    embedding_model: str = setting(DEFAULT_MODELS["local"], ENV_EMBEDDING_MODEL)
+    embedding_base_url: str = setting("https://api.openai.com/v1", ENV_EMBEDDING_BASE_URL)  # OpenAI-compatible /v1
+    embedding_api_key: str | None = setting(None, ENV_EMBEDDING_API_KEY, fallback="OPENAI_API_KEY")
+    embedding_dimensions: int | None = setting(None, ENV_EMBEDDING_DIMENSIONS)  # shortened vectors (OpenAI v3, Titan v2)
+    embedding_max_input_tokens: int | None = setting(None, ENV_EMBEDDING_MAX_INPUT_TOKENS)  # override the model's
+    embedding_timeout_s: float = setting(60.0, ENV_EMBEDDING_TIMEOUT_S)
+    embedding_max_retries: int = setting(6, ENV_EMBEDDING_MAX_RETRIES)
+    aws_region: str = setting("us-east-1", ENV_AWS_REGION, fallback="AWS_DEFAULT_REGION")
+    hnsw_ef_search: int = setting(100, ENV_HNSW_EF_SEARCH)  # pgvector hnsw.ef_search for unfiltered / broad searches
+    # Searches whose scope holds ≤ this many chunks scan exactly (recall 1.0).
+    exact_scan_max_rows: int = setting(10_000, ENV_EXACT_SCAN_MAX_ROWS)
+    max_file_bytes: int = setting(512 * 1024 * 1024, ENV_MAX_FILE_BYTES)  # largest file ingested (OpenAI's limit)
+    auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
+    db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
+    inline_max_bytes: int = setting(1024 * 1024, ENV_INLINE_MAX_BYTES)  # attach requests this small run inline
+    # API Gateway's request payload cap (bytes); larger files use /v1/uploads.
+    max_request_bytes: int = setting(10 * 1024 * 1024, ENV_MAX_REQUEST_BYTES)
+    # A worker that holds a file longer (seconds) is presumed dead; the file is retried.
+    processing_lease_s: float = setting(300.0, ENV_PROCESSING_LEASE_S)
+    processing_max_attempts: int = setting(3, ENV_PROCESSING_MAX_ATTEMPTS)  # then the file fails with last_error
+    # Expired vector stores stay visible (status "expired") this long, seconds.
+    expired_retention_s: float = setting(86_400.0, ENV_EXPIRED_RETENTION_S)
+    poll_after_ms: int = setting(500, ENV_POLL_AFTER_MS)  # openai-poll-after-ms on in_progress objects
+    bucket: str | None = setting(None, ENV_BUCKET)  # S3 bucket for file bytes and parts; None → data_dir/blobs
+    # --- serverless ingestion ---
+    ingest_queue: str | None = setting(None, ENV_INGEST_QUEUE)  # SQS queue name/URL; None → in-process
+    embed_queue: str | None = setting(None, ENV_EMBED_QUEUE)  # SQS queue name/URL for embedding batches
+    embed_batch_chunks: int = setting(64, ENV_EMBED_BATCH_CHUNKS)  # chunks per embedding-batch message
+    max_receives: int = setting(5, ENV_MAX_RECEIVES)  # SQS maxReceiveCount before the dead-letter queue
+    database_secret_arn: str | None = setting(None, ENV_DATABASE_SECRET_ARN)  # Secrets Manager secret with the DSN
+    auto_migrate: bool = setting(True, ENV_AUTO_MIGRATE)  # apply migrations on first connect (off when deployed)
+    # --- chat backends and the Responses API ---
+    chat_provider: str = setting("openai", ENV_CHAT_PROVIDER, choices=CHAT_PROVIDERS)  # the default backend
+    chat_base_url: str | None = setting(None, ENV_CHAT_BASE_URL)  # OpenAI-compatible /v1 root; None (not bedrock) → off
+    chat_api_key: str | None = setting(None, ENV_CHAT_API_KEY)
+    chat_model_routes: str | None = setting(None, ENV_CHAT_MODEL_ROUTES)  # "pattern=provider[,...]" (chat.routing)
+    chat_timeout_s: float = setting(120.0, ENV_CHAT_TIMEOUT_S)  # per backend call
+    chat_max_retries: int = setting(2, ENV_CHAT_MAX_RETRIES)  # retries on 429/5xx/timeouts, exponential backoff
+    summary_model: str | None = setting(None, ENV_SUMMARY_MODEL)  # smaller model for summaries; None → request's
+    # History above this many tokens gets its older turns summarized.
+    summary_threshold_tokens: int = setting(8000, ENV_SUMMARY_THRESHOLD_TOKENS)
+    summary_keep_turns: int = setting(4, ENV_SUMMARY_KEEP_TURNS)  # most recent turns kept verbatim
 
     @property
     def unclaimed_after_s(self) -> float:
         """Seconds a file may wait for its first worker before it is failed: every attempt's lease, end to end."""
         return self.processing_lease_s * self.processing_max_attempts
-    expired_retention_s: float = 86_400.0  # expired vector stores stay visible (status "expired") this long
-    poll_after_ms: int = 500  # openai-poll-after-ms on in_progress objects
-    bucket: str | None = None  # ENGRAM_BUCKET: S3 bucket for upload parts; None → files under data_dir/blobs
-    # --- serverless ingestion (issue 4) ---
-    ingest_queue: str | None = None  # ENGRAM_INGEST_QUEUE: SQS queue name/URL for ingestion; None → in-process
-    embed_queue: str | None = None  # ENGRAM_EMBED_QUEUE: SQS queue name/URL for embedding batches
-    embed_batch_chunks: int = 64  # chunks per embedding-batch message
-    max_receives: int = 5  # SQS maxReceiveCount before a message moves to its dead-letter queue
-    database_secret_arn: str | None = None  # ENGRAM_DATABASE_SECRET_ARN: Secrets Manager secret holding the DSN
-    auto_migrate: bool = True  # ENGRAM_AUTO_MIGRATE: apply migrations on first connect (off when deployed: `engram migrate`)
-    # --- chat backends and the Responses API (issue 5) ---
-    chat_provider: str = "openai"  # ENGRAM_CHAT_PROVIDER: openai | bedrock (default backend)
-    chat_base_url: str | None = None  # ENGRAM_CHAT_BASE_URL: OpenAI-compatible /v1 root; None (and not bedrock) → off
-    chat_api_key: str | None = None  # ENGRAM_CHAT_API_KEY
-    chat_model_routes: str | None = None  # ENGRAM_CHAT_MODEL_ROUTES: "pattern=provider[,...]" (see chat.routing)
-    chat_timeout_s: float = 120.0  # per backend call, seconds
-    chat_max_retries: int = 2  # retries on 429/5xx/timeouts, with exponential backoff
-    summary_model: str | None = None  # ENGRAM_SUMMARY_MODEL: smaller model for summaries; None → request's model
-    summary_threshold_tokens: int = 8000  # history above this many tokens gets its older turns summarized
-    summary_keep_turns: int = 4  # most recent turns kept verbatim when summarizing
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Read every setting from ``environ`` (default ``os.environ``).
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Read every setting from ``environ`` (default ``os.environ``); unset or empty variables keep the field's
+        default (the embedding model's default follows the provider).
 
         Raises:
-            InvalidRequestError: a variable holds a value of the wrong kind (the message names it).
+            ConfigurationError: a variable holds a value of the wrong kind or outside its choices (the message
+                names it).
         """
         env = os.environ if environ is None else environ
-        provider = env.get(ENV_EMBEDDING_PROVIDER, "local").strip().lower() or "local"
-        if provider not in EMBEDDING_PROVIDERS:
-            raise InvalidRequestError(
-                f"{ENV_EMBEDDING_PROVIDER}={provider!r} is not one of {', '.join(EMBEDDING_PROVIDERS)}.",
-                param=ENV_EMBEDDING_PROVIDER,
-            )
-        return cls(
-            database_url=env.get(ENV_DATABASE_URL) or None,
-            data_dir=Path(env[ENV_DATA_DIR]).expanduser() if env.get(ENV_DATA_DIR) else _default_data_dir(),
-            tenant=env.get(ENV_TENANT) or "local",
-            embedding_provider=provider,
-            embedding_model=env.get(ENV_EMBEDDING_MODEL) or DEFAULT_MODELS[provider],
-            embedding_base_url=env.get(ENV_EMBEDDING_BASE_URL) or "https://api.openai.com/v1",
-            embedding_api_key=env.get(ENV_EMBEDDING_API_KEY) or env.get("OPENAI_API_KEY") or None,
-            embedding_dimensions=_int(env, ENV_EMBEDDING_DIMENSIONS, None),
-            embedding_max_input_tokens=_int(env, ENV_EMBEDDING_MAX_INPUT_TOKENS, None),
-            embedding_timeout_s=_float(env, ENV_EMBEDDING_TIMEOUT_S, 60.0),
-            embedding_max_retries=_int(env, ENV_EMBEDDING_MAX_RETRIES, 6),
-            aws_region=env.get(ENV_AWS_REGION) or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-            hnsw_ef_search=_int(env, ENV_HNSW_EF_SEARCH, 100),
-            exact_scan_max_rows=_int(env, ENV_EXACT_SCAN_MAX_ROWS, 10_000),
-            max_file_bytes=_int(env, ENV_MAX_FILE_BYTES, 512 * 1024 * 1024),
-            auth_mode=_choice(env, ENV_AUTH_MODE, AUTH_MODES, "keys"),
-            db_pool_size=_int(env, ENV_DB_POOL_SIZE, 8),
-            inline_max_bytes=_int(env, ENV_INLINE_MAX_BYTES, 1024 * 1024),
-            max_request_bytes=_int(env, ENV_MAX_REQUEST_BYTES, 10 * 1024 * 1024),
-            processing_lease_s=_float(env, ENV_PROCESSING_LEASE_S, 300.0),
-            processing_max_attempts=_int(env, ENV_PROCESSING_MAX_ATTEMPTS, 3),
-            expired_retention_s=_float(env, ENV_EXPIRED_RETENTION_S, 86_400.0),
-            poll_after_ms=_int(env, ENV_POLL_AFTER_MS, 500),
-            bucket=env.get(ENV_BUCKET) or None,
-            ingest_queue=env.get(ENV_INGEST_QUEUE) or None,
-            embed_queue=env.get(ENV_EMBED_QUEUE) or None,
-            embed_batch_chunks=_int(env, ENV_EMBED_BATCH_CHUNKS, 64),
-            max_receives=_int(env, ENV_MAX_RECEIVES, 5),
-            database_secret_arn=env.get(ENV_DATABASE_SECRET_ARN) or None,
-            auto_migrate=_choice(env, ENV_AUTO_MIGRATE, ("true", "false", "1", "0"), "true") in ("true", "1"),
-            chat_provider=_choice(env, ENV_CHAT_PROVIDER, CHAT_PROVIDERS, "openai"),
-            chat_base_url=env.get(ENV_CHAT_BASE_URL) or None,
-            chat_api_key=env.get(ENV_CHAT_API_KEY) or None,
-            chat_model_routes=env.get(ENV_CHAT_MODEL_ROUTES) or None,
-            chat_timeout_s=_float(env, ENV_CHAT_TIMEOUT_S, 120.0),
-            chat_max_retries=_int(env, ENV_CHAT_MAX_RETRIES, 2),
-            summary_model=env.get(ENV_SUMMARY_MODEL) or None,
-            summary_threshold_tokens=_int(env, ENV_SUMMARY_THRESHOLD_TOKENS, 8000),
-            summary_keep_turns=_int(env, ENV_SUMMARY_KEEP_TURNS, 4),
-        )
+        values: dict[str, Any] = {}
+        for spec in dataclasses.fields(cls):
+            name, fallback = spec.metadata["env"], spec.metadata["fallback"]
+            raw = env.get(name) or (env.get(fallback) if fallback else None)
+            if raw is None or raw.strip() == "":
+                continue
+            values[spec.name] = _parse(name, raw, str(spec.type), spec.metadata["choices"])
+        if "embedding_model" not in values:
+            values["embedding_model"] = DEFAULT_MODELS[values.get("embedding_provider", "local")]
+        return cls(**values)
 
 
-def _choice(env: dict[str, str] | os._Environ[str], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = (env.get(name) or default).strip().lower()
-    if value not in choices:
-        raise InvalidRequestError(f"{name}={value!r} is not one of {', '.join(choices)}.", param=name)
-    return value
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
-def _int(env: dict[str, str] | os._Environ[str], name: str, default: int | None) -> int | None:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
+def _parse(name: str, raw: str, kind: str, choices: tuple[str, ...] | None) -> Any:
+    """``raw`` (the variable ``name``'s value) as the field type ``kind`` (its annotation, as written).
+
+    Raises:
+        ConfigurationError: not of that kind, or not among ``choices``.
+    """
+    if choices is not None:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ConfigurationError(f"{name}={value!r} is not one of {', '.join(choices)}.", setting=name)
+        return value
+    base = kind.replace(" | None", "")
     try:
-        return int(raw)
+        if base == "int":
+            return int(raw)
+        if base == "float":
+            return float(raw)
     except ValueError:
-        raise InvalidRequestError(f"{name} must be an integer, got {raw!r}.", param=name) from None
+        noun = "an integer" if base == "int" else "a number"
+        raise ConfigurationError(f"{name} must be {noun}, got {raw!r}.", setting=name) from None
+    if base == "bool":
+        value = raw.strip().lower()
+        if value not in _TRUE + _FALSE:
+            raise ConfigurationError(f"{name} must be true or false, got {raw!r}.", setting=name)
+        return value in _TRUE
+    if base == "Path":
+        return Path(raw).expanduser()
+    return raw
 
 
-def _float(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise InvalidRequestError(f"{name} must be a number, got {raw!r}.", param=name) from None
+def env_name(field: str) -> str:
+    """The environment variable that sets the :class:`Settings` field ``field`` (e.g. ``ingest_queue`` →
+    ``ENGRAM_INGEST_QUEUE``).
+
+    Raises:
+        KeyError: no such field.
+    """
+    for spec in dataclasses.fields(Settings):
+        if spec.name == field:
+            return str(spec.metadata["env"])
+    raise KeyError(field)
 
 
 @functools.cache

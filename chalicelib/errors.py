@@ -6,6 +6,7 @@ Foreign exceptions (psycopg, httpx, botocore, pypdf ...) are translated into thi
 with ``raise ... from exc``; domain code never catches driver exceptions.
 
     EngramError (500, server_error)
+    ├── ConfigurationError (500; code misconfigured)   a setting is missing, malformed or contradictory
     ├── InvalidRequestError (400, invalid_request_error)
     │   ├── DocumentError (400; code unsupported_file | invalid_file)   a file that cannot be ingested
     │   └── EmbeddingMismatchError (400; code embedding_model_mismatch)
@@ -45,6 +46,17 @@ class EngramError(ChaliceUnhandledError):
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI error envelope: ``{"error": {"message", "type", "param", "code"}}``."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class ConfigurationError(EngramError):
+    """500: the deployment is misconfigured (a setting is missing, malformed or names something that does not
+    exist); the message names the environment variable to fix. Never the caller's fault, so never a 4xx."""
+
+    default_code = "misconfigured"
+
+    def __init__(self, message: str, *, setting: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.setting = setting  # the environment variable to fix, e.g. "ENGRAM_INGEST_QUEUE"
 
 
 class InvalidRequestError(EngramError):

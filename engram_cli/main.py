@@ -23,7 +23,7 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import service
+from engram_cli import jobs_cli, service
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
@@ -350,6 +350,8 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | emb
         moved = redriver.redrive(sqs, url)
         console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
+
+app.add_typer(jobs_cli.app, name="jobs")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

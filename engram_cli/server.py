@@ -1,7 +1,7 @@
 """Serving the API on this machine: Chalice's threaded local server running the real ``app.py`` (same routes,
-middleware and Lambda event shapes as API Gateway), plus the background worker that processes large files.
+middleware and Lambda event shapes as API Gateway), plus background threads that process large files.
 ``POST /v1/responses`` with ``"stream": true`` bypasses Chalice (which buffers whole answers) for the streaming
-front (:mod:`chalicelib.responses.streaming_front`), so its events arrive as they are produced, as in AWS.
+front (:mod:`chalicelib.api.streaming_front`), so its events arrive as they are produced, as in AWS.
 
 Used by ``engram serve`` and by the tests, which start it on an ephemeral port.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from chalicelib import deps
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
-from chalicelib.ingest import attach
-from chalicelib.ingest.worker import BackgroundWorker
+from engram_cli.local.scheduler import LocalScheduler
 
 
 @dataclass
@@ -27,18 +27,21 @@ class RunningServer:
     port: int
     _server: object
     _thread: threading.Thread
-    _worker: BackgroundWorker | None
+    _scheduler: LocalScheduler | None
+    _dispatcher: Any = None
 
     def stop(self) -> None:
-        """Stop accepting requests, stop the worker, close the database pools."""
+        """Stop accepting requests and the scheduler, let the background dispatcher finish, close the pools."""
         from chalicelib.store.db import close_pools
 
         self._server.shutdown()
         self._server.server.server_close()
         self._thread.join(10)
-        if self._worker is not None:
-            attach.set_pending_listener(None)
-            self._worker.stop()
+        if self._scheduler is not None:
+            self._scheduler.stop()
+        if self._dispatcher is not None:
+            deps.set_dispatcher(None)
+            self._dispatcher.shutdown()
         close_pools()
 
 
@@ -47,7 +50,7 @@ def _request_handler_cls():
 
     from chalice.local import ChaliceRequestHandler, ForbiddenError
 
-    from chalicelib.responses import streaming_front
+    from chalicelib.api import streaming_front
 
     class RequestHandler(ChaliceRequestHandler):
         # Chalice writes headers and body in separate sends; with Nagle on, keep-alive clients wait ~40 ms for the
@@ -109,8 +112,10 @@ def _request_handler_cls():
 
 def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embedder: Embedder | None = None,
           worker_threads: int = 1) -> RunningServer:
-    """Serve ``app.py`` on ``host:port`` (0 picks a free port) in a daemon thread, with ``worker_threads``
-    background workers (0: none). ``settings`` and ``embedder`` become the process's (see :mod:`chalicelib.deps`).
+    """Serve ``app.py`` on ``host:port`` (0 picks a free port) in a daemon thread. ``settings`` and ``embedder``
+    become the process's (see :mod:`chalicelib.deps`). Without a queue (``settings.ingest_queue`` unset),
+    ``worker_threads`` background threads process what requests hand off and a local scheduler runs the
+    scheduled lanes; ``worker_threads=0`` leaves both to someone else (the event pump).
 
     Raises:
         OSError: the port is taken.
@@ -135,9 +140,12 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
     actual_port = server.server.server_address[1]
     thread = threading.Thread(target=server.server.serve_forever, name="engram-http", daemon=True)
     thread.start()
-    worker = None
-    if worker_threads > 0:
-        worker = BackgroundWorker(settings, deps.embedder(settings), threads=worker_threads).start()
-        attach.set_pending_listener(worker.notify)
+    scheduler = dispatcher = None
+    if worker_threads > 0 and not settings.ingest_queue:
+        from chalicelib.dispatch.local import LocalDispatcher
+
+        dispatcher = LocalDispatcher(settings, threads=worker_threads)
+        deps.set_dispatcher(dispatcher)
+        scheduler = LocalScheduler(settings).start()
     return RunningServer(url=f"http://{host}:{actual_port}/v1", host=host, port=actual_port, _server=server,
-                         _thread=thread, _worker=worker)
+                         _thread=thread, _scheduler=scheduler, _dispatcher=dispatcher)

@@ -13,6 +13,7 @@ from chalicelib.errors import NotFoundError
 from chalicelib.ingest.pipeline import IngestResult, ingest_bytes
 from chalicelib.search.service import MAX_RESULTS_API, RankingOptions, SearchHit
 from chalicelib.search.service import search as run_search
+from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 
@@ -57,7 +58,7 @@ def _existing_store(conn: psycopg.Connection, name: str) -> vector_stores.Vector
 def ingest_path(conn: psycopg.Connection, store: vector_stores.VectorStore, path: Path, name: str,
                 strategy: dict[str, Any] | None, *, force: bool = False) -> IngestResult:
     """Ingest one local file (unsupported extensions are recorded as failed ``unsupported_file`` too)."""
-    return ingest_bytes(conn, settings().tenant, store, filename=name, data=path.read_bytes(),
+    return ingest_bytes(conn, settings(), settings().tenant, store, filename=name, data=path.read_bytes(),
                         embedder=deps.embedder(), chunking_strategy=strategy, skip_unchanged=not force)
 
 
@@ -81,7 +82,7 @@ def stats(conn: psycopg.Connection) -> dict[str, Any]:
     out = []
     for store in vector_stores.list_all(conn, tenant):
         counts = {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0}
-        for row in file_rows.list_store_files(conn, tenant, store.id):
+        for row in attachments.list_all(conn, tenant, store.id):
             counts[row.status] += 1
         counts["total"] = sum(counts.values())
         out.append({"id": store.id, "name": store.name, "embedding_model": store.embedding_model,
@@ -101,7 +102,7 @@ def delete(conn: psycopg.Connection, store: str, file: str | None) -> None:
     if file is None:
         vector_stores.delete(conn, tenant, target.id)
         return
-    match = next((f for f in file_rows.list_store_files(conn, tenant, target.id) if file in (f.file_id, f.filename)), None)
+    match = next((f for f in attachments.list_all(conn, tenant, target.id) if file in (f.file_id, f.filename)), None)
     if match is None:
         raise NotFoundError(f"No file {file!r} in vector store {target.id}.", param="file")
     file_rows.delete_file(conn, tenant, match.file_id)

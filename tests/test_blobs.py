@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.store.blobs import BlobNotFoundError, LocalBlobStore, S3BlobStore, blob_store
+from chalicelib.store.blobs import BlobNotFoundError, LocalBlobStore, S3BlobStore, build_blob_store
 
 BUCKET = "engram-test-blobs"
 
@@ -93,9 +93,9 @@ def test_local_store_removes_emptied_folders(local_store):
 
 
 def test_blob_store_follows_settings(tmp_path):
-    local = blob_store(dataclasses.replace(Settings(), data_dir=tmp_path))
+    local = build_blob_store(dataclasses.replace(Settings(), data_dir=tmp_path))
     assert isinstance(local, LocalBlobStore) and local.root == tmp_path / "blobs"
-    s3 = blob_store(dataclasses.replace(Settings(), data_dir=tmp_path, bucket="my-bucket"))
+    s3 = build_blob_store(dataclasses.replace(Settings(), data_dir=tmp_path, bucket="my-bucket"))
     assert isinstance(s3, S3BlobStore) and s3.bucket == "my-bucket" and s3._client is None  # built lazily
     assert Settings.from_env({"ENGRAM_BUCKET": "b1"}).bucket == "b1"
     assert Settings.from_env({}).bucket is None

@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.config import Settings
-from chalicelib.errors import InvalidRequestError
+from chalicelib.errors import ConfigurationError
 from chalicelib.store import dsn
 from chalicelib.store import db
 
@@ -30,9 +30,9 @@ def test_url_secret_is_used_as_is() -> None:
 
 @pytest.mark.parametrize("secret", ["not json", json.dumps({"username": "u", "host": "h"}), "[]"])
 def test_bad_secret_names_the_setting(secret: str) -> None:
-    with pytest.raises(InvalidRequestError) as err:
+    with pytest.raises(ConfigurationError) as err:
         dsn.url_from_secret(secret)
-    assert err.value.param == "ENGRAM_DATABASE_SECRET_ARN"
+    assert err.value.setting == "ENGRAM_DATABASE_SECRET_ARN" and err.value.status == 500
 
 
 def test_database_url_reads_the_secret_once(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:

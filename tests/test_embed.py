@@ -24,7 +24,7 @@ from chalicelib.embed import Embedder, Tokenizer, build_embedder
 from chalicelib.embed.bedrock import BedrockTitanEmbedder
 from chalicelib.embed.hashing import HashingEmbedder
 from chalicelib.embed.openai_http import EstimatingTokenizer, OpenAIEmbedder
-from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.errors import ConfigurationError, InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
 
 BASE = "https://embed.test/v1"
 REPO = Path(__file__).resolve().parents[1]
@@ -328,7 +328,7 @@ def test_bedrock_concurrent_calls_keep_order():
 
 
 def test_bedrock_rejects_bad_dimensions_and_builds_no_client_at_init():
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(ConfigurationError):
         BedrockTitanEmbedder(dimensions=300)
     emb = BedrockTitanEmbedder()
     assert emb._client is None  # built on first embed
@@ -387,11 +387,11 @@ def test_build_embedder_options():
         )
     )
     assert (openai.dimension, openai.max_input_tokens) == (1024, 1000)
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(ConfigurationError):
         build_embedder(dataclasses.replace(s, embedding_provider="local", embedding_model="no-such-model"))
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(ConfigurationError):
         build_embedder(dataclasses.replace(s, embedding_provider="local", embedding_max_input_tokens=300))
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(ConfigurationError):
         build_embedder(dataclasses.replace(s, embedding_provider="nope"))
 
 

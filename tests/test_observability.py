@@ -10,8 +10,8 @@ from chalice import BadRequestError, Chalice
 from chalice.app import Request, Response
 from chalice.test import Client
 
-from chalicelib.api import observability as obs
-from chalicelib.api.observability import (
+from chalicelib import observability as obs
+from chalicelib.observability import (
     ERRORS_4XX,
     ERRORS_5XX,
     REQUEST_LATENCY,
@@ -271,6 +271,6 @@ def test_import_is_light():
     import subprocess
     import sys
 
-    code = "import sys, chalicelib.api.observability; print(any(m.startswith('aws_lambda_powertools') for m in sys.modules))"
+    code = "import sys, chalicelib.observability; print(any(m.startswith('aws_lambda_powertools') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -12,6 +12,7 @@ from chalicelib.errors import EmbeddingMismatchError, InvalidRequestError, NotFo
 from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.search.keyword import BM25_B, BM25_K1, keyword_search
 from chalicelib.search.service import RankingOptions, search
+from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 
@@ -47,19 +48,19 @@ def _consistent_stats(conn, store_id):
 
 def test_ingest_search_and_reingest(conn, settings, hashing_embedder):
     store = _store(conn, "t1", "kb", hashing_embedder)
-    first = ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    first = ingest_bytes(conn, settings, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
     assert first.status == "completed" and first.chunk_count >= 1 and first.embedded == first.chunk_count
-    ingest_bytes(conn, "t1", store, filename="b.md", data=TEXT_B, embedder=hashing_embedder,
+    ingest_bytes(conn, settings, "t1", store, filename="b.md", data=TEXT_B, embedder=hashing_embedder,
                  attributes={"kind": "animals", "year": 2024})
     _consistent_stats(conn, store.id)
 
     # Unchanged content is skipped; nothing is embedded again.
-    again = ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    again = ingest_bytes(conn, settings, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
     assert again.status == "skipped" and again.file_id == first.file_id
 
     # Changed content replaces the old chunks under the same file id; unchanged chunks come from the cache.
     changed = TEXT_A + b"\n\nA new closing paragraph about vector databases."
-    redo = ingest_bytes(conn, "t1", store, filename="a.txt", data=changed, embedder=hashing_embedder)
+    redo = ingest_bytes(conn, settings, "t1", store, filename="a.txt", data=changed, embedder=hashing_embedder)
     assert redo.status == "completed" and redo.file_id == first.file_id
     n = conn.execute("SELECT count(*) FROM chunks WHERE file_id = %s", (first.file_id,)).fetchone()[0]
     assert n == redo.chunk_count
@@ -79,26 +80,26 @@ def test_ingest_search_and_reingest(conn, settings, hashing_embedder):
     assert only[0].attributes == {"kind": "animals", "year": 2024}
 
 
-def test_failed_file_keeps_no_chunks(conn, hashing_embedder):
+def test_failed_file_keeps_no_chunks(conn, settings, hashing_embedder):
     store = _store(conn, "t1", "failing", hashing_embedder)
-    result = ingest_bytes(conn, "t1", store, filename="x.exe", data=b"MZ\x00\x01", embedder=hashing_embedder)
+    result = ingest_bytes(conn, settings, "t1", store, filename="x.exe", data=b"MZ\x00\x01", embedder=hashing_embedder)
     assert result.status == "failed" and result.error["code"] == "unsupported_file"
-    row = file_rows.get_store_file(conn, "t1", store.id, result.file_id)
+    row = attachments.get(conn, "t1", store.id, result.file_id)
     assert row.status == "failed" and row.last_error["code"] == "unsupported_file"
     assert conn.execute("SELECT count(*) FROM chunks WHERE file_id = %s", (result.file_id,)).fetchone()[0] == 0
 
 
-def test_embedding_model_mismatch_is_refused(conn, hashing_embedder):
+def test_embedding_model_mismatch_is_refused(conn, settings, hashing_embedder):
     vector_stores.create(conn, "t1", name="other-model", model="text-embedding-3-small", dim=1536)
     store = vector_stores.find(conn, "t1", "other-model")
     with pytest.raises(EmbeddingMismatchError) as info:
-        ingest_bytes(conn, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+        ingest_bytes(conn, settings, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
     assert "text-embedding-3-small" in info.value.message and info.value.status == 400
 
 
 def test_tenant_isolation_at_the_storage_layer(conn, settings, hashing_embedder):
     a = _store(conn, "tenant-a", "secret", hashing_embedder)
-    ingest_bytes(conn, "tenant-a", a, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
+    ingest_bytes(conn, settings, "tenant-a", a, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
     b = _store(conn, "tenant-b", "secret", hashing_embedder)
     assert a.id != b.id
     with pytest.raises(NotFoundError):
@@ -110,16 +111,16 @@ def test_tenant_isolation_at_the_storage_layer(conn, settings, hashing_embedder)
     forged = dataclasses.replace(vector_stores.get(conn, "tenant-a", a.id), tenant_id="tenant-b")
     assert search(conn, "tenant-b", [forged], "HNSW", embedder=hashing_embedder, settings=settings) == []
     with pytest.raises(NotFoundError):
-        file_rows.get_file(conn, "tenant-b", file_rows.list_store_files(conn, "tenant-a", a.id)[0].file_id)
+        file_rows.get_file(conn, "tenant-b", attachments.list_all(conn, "tenant-a", a.id)[0].file_id)
 
 
-def test_bm25_matches_a_reference_implementation(conn, hashing_embedder):
+def test_bm25_matches_a_reference_implementation(conn, settings, hashing_embedder):
     store = _store(conn, "t1", "bm25", hashing_embedder)
     docs = {f"d{i}.txt": text for i, text in enumerate([
         b"apple banana apple cherry", b"banana banana banana", b"cherry date elderberry fig grape",
         b"apple", b"fig fig fig fig apple banana cherry date"])}
     for name, data in docs.items():
-        ingest_bytes(conn, "t1", store, filename=name, data=data, embedder=hashing_embedder)
+        ingest_bytes(conn, settings, "t1", store, filename=name, data=data, embedder=hashing_embedder)
     store = vector_stores.get(conn, "t1", store.id)
     got = dict(keyword_search(conn, "t1", [store.id], "apple fig", 10, where=None))
     rows = conn.execute("SELECT id, keywords::text FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchall()
@@ -153,11 +154,11 @@ def test_filtered_hnsw_search_returns_min_k_matching(conn, settings, hashing_emb
     min(k, matching) rows."""
     big = _store(conn, "t2", "big", hashing_embedder)
     lines = "\n\n".join(f"Paragraph {i} about topic {i % 17} with words w{i} x{i % 5}." for i in range(1500))
-    ingest_bytes(conn, "t2", big, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
+    ingest_bytes(conn, settings, "t2", big, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
                  chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
     small = _store(conn, "t2", "small", hashing_embedder)
     for i in range(4):
-        ingest_bytes(conn, "t2", small, filename=f"s{i}.txt", data=f"Small document {i} about topic {i}.".encode(),
+        ingest_bytes(conn, settings, "t2", small, filename=f"s{i}.txt", data=f"Small document {i} about topic {i}.".encode(),
                      embedder=hashing_embedder, attributes={"n": i, "tag": "even" if i % 2 == 0 else "odd"})
     forced = dataclasses.replace(settings, exact_scan_max_rows=0, hnsw_ef_search=10)
     small = vector_stores.get(conn, "t2", small.id)
@@ -195,9 +196,9 @@ def test_filters_select_the_right_files(conn, settings, hashing_embedder, filter
         store = _store(conn, "t3", "filters", hashing_embedder)
         for i, attrs in enumerate([{"n": 0, "tag": "even"}, {"n": 1, "tag": "odd"},
                                    {"n": 2, "tag": "even", "flag": True}, {"n": 3, "tag": "odd", "flag": False}]):
-            ingest_bytes(conn, "t3", store, filename=f"f{i}.txt", data=f"shared words file {i}".encode(),
+            ingest_bytes(conn, settings, "t3", store, filename=f"f{i}.txt", data=f"shared words file {i}".encode(),
                          embedder=hashing_embedder, attributes=attrs)
-        ingest_bytes(conn, "t3", store, filename="f9.txt", data=b"shared words file nine", embedder=hashing_embedder,
+        ingest_bytes(conn, settings, "t3", store, filename="f9.txt", data=b"shared words file nine", embedder=hashing_embedder,
                      attributes={"other": 1})
         store = vector_stores.get(conn, "t3", store.id)
     hits = search(conn, "t3", [store], "shared words", embedder=hashing_embedder, settings=settings, limit=20,

@@ -91,7 +91,7 @@ def authenticate(event, get_response):
     if event.context.get("resourcePath") in PUBLIC_PATHS:
         return get_response(event)
     tenant = resolve_tenant(event.headers.get("authorization"))
-    from chalicelib.api import observability
+    from chalicelib import observability
 
     observability.set_tenant(tenant)
     token = _tenant.set(tenant)

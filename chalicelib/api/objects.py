@@ -9,7 +9,8 @@ from typing import Any
 from chalicelib.search.service import SearchHit
 from chalicelib.store.batches import Batch
 from chalicelib.store.batches import status as batch_status
-from chalicelib.store.files import FileRow, StoreFile
+from chalicelib.store.attachments import StoreFile
+from chalicelib.store.files import FileRow
 from chalicelib.store.vector_stores import VectorStore, is_expired
 
 

@@ -6,20 +6,14 @@ Every helper raises :class:`~chalicelib.errors.InvalidRequestError` (400, naming
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any, TypeVar
-
-import pydantic
+from typing import Any
 
 from chalicelib import deps
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
+from chalicelib.validation import parse_json_object, validate
 
-Model = TypeVar("Model", bound=pydantic.BaseModel)
-
-_BAD_JSON = ("We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
-             "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)")
+__all__ = ["choice", "json_body", "page", "query", "raw_body", "validate"]
 
 
 def raw_body(request) -> bytes:
@@ -46,83 +40,7 @@ def json_body(request) -> dict[str, Any]:
         InvalidRequestError: the body is not valid JSON, or not a JSON object.
         PayloadTooLargeError: see :func:`raw_body`.
     """
-    body = raw_body(request)
-    if not body.strip():
-        return {}
-    try:
-        value = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        raise InvalidRequestError(_BAD_JSON, code="invalid_json") from None
-    if not isinstance(value, dict):
-        raise InvalidRequestError("The request body must be a JSON object.", code="invalid_json")
-    _check_values(value, "", 0)
-    return value
-
-
-# JSON nesting deeper than this is refused (compound filters nest; nothing legitimate goes this deep).
-MAX_JSON_DEPTH = 32
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# Characters Postgres text and jsonb cannot hold: U+0000, and lone surrogates (JSON "\ud800" escapes), which
-# have no UTF-8 encoding.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def _check_values(value: Any, path: str, depth: int) -> None:
-    # Refuse unstorable characters up front rather than fail in the database.
-    if depth > MAX_JSON_DEPTH:
-        raise InvalidRequestError("The request body is nested too deeply.", param=path or None)
-    if isinstance(value, str):
-        if _UNSTORABLE.search(value):
-            raise InvalidRequestError(f"Invalid '{path}': strings may not contain NUL (U+0000) characters or "
-                                      "unpaired surrogates.", param=path or None, code="invalid_value")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            child = f"{path}.{key}" if path else key
-            if _UNSTORABLE.search(key):
-                raise InvalidRequestError("Object keys may not contain NUL (U+0000) characters or unpaired "
-                                          "surrogates.", param=path or None, code="invalid_value")
-            _check_values(item, child, depth + 1)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_values(item, f"{path}[{index}]", depth + 1)
-
-
-def validate(model: type[Model], data: Any) -> Model:
-    """``data`` checked against the pydantic ``model`` (unknown fields ignored, as OpenAI does).
-
-    Raises:
-        InvalidRequestError: the first problem, with ``param`` the dotted path of the field (e.g.
-            ``chunking_strategy.static.max_chunk_size_tokens``).
-    """
-    try:
-        return model.model_validate(data)
-    except pydantic.ValidationError as exc:
-        message, param = _describe(exc)
-        raise InvalidRequestError(message, param=param) from None
-    except RecursionError:
-        raise InvalidRequestError("The request body is nested too deeply.") from None
-
-
-def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
-    error = exc.errors(include_url=False)[0]
-    loc = [str(part) for part in error.get("loc", ()) if not _is_union_tag(part)]
-    param = ".".join(loc) or None
-    message = error.get("msg", "Invalid value.")
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
-    if error.get("type") == "missing":
-        return f"Missing required parameter: '{param}'.", param
-    return f"Invalid '{param}': {message}." if param else f"{message}.", param
-
-
-def _is_union_tag(part: Any) -> bool:
-    # pydantic inserts union member names ("str", "list[str]", "function-after[...]") into error locations.
-    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part)
+    return parse_json_object(raw_body(request))
 
 
 def query(request) -> dict[str, str]:

@@ -9,35 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-# OpenAI's limits on metadata and attributes (OPENAI-COMPAT.md §2 and §3): 16 pairs, keys ≤ 64 characters,
-# string values ≤ 512 characters.
-MAX_PAIRS = 16
-MAX_KEY_CHARS = 64
-MAX_VALUE_CHARS = 512
+from chalicelib.wire import Attributes, Metadata
+
 MAX_NAME_CHARS = 256
 MAX_STORE_FILE_IDS = 500  # SPEC: vector store create file_ids maxItems
 MAX_BATCH_FILES = 2000  # SPEC: file batch file_ids / files 1..2000
 MAX_QUERY_CHARS = 4096
 MAX_QUERIES = 16
-
-
-def _check_pairs(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if len(value) > MAX_PAIRS:
-        raise ValueError(f"at most {MAX_PAIRS} key-value pairs are allowed, got {len(value)}")
-    for key, item in value.items():
-        if not key or len(key) > MAX_KEY_CHARS:
-            raise ValueError(f"keys must be 1 to {MAX_KEY_CHARS} characters long")
-        if isinstance(item, str) and len(item) > MAX_VALUE_CHARS:
-            raise ValueError(f"string values must be at most {MAX_VALUE_CHARS} characters long (key {key[:64]!r})")
-    return value
-
-
-Metadata = Annotated[dict[str, str], AfterValidator(_check_pairs)]
-Attributes = Annotated[dict[str, Union[bool, int, float, str]], AfterValidator(_check_pairs)]
 
 
 class _Body(BaseModel):

@@ -31,7 +31,6 @@ connection errors, exponential backoff with jitter) with ``total_max_attempts = 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any, Iterator
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, Usage
@@ -72,20 +71,13 @@ class BedrockBackend:
         self._max_retries = max(0, max_retries)
         self._client = client
         self._endpoint_url = endpoint_url
-        self._lock = threading.Lock()
 
     def _get_client(self) -> Any:
         if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    import boto3
-                    from botocore.config import Config
+            from chalicelib import aws
 
-                    # botocore's ``max_attempts`` counts retries; ``total_max_attempts`` counts the first call too.
-                    config = Config(retries={"mode": "standard", "total_max_attempts": self._max_retries + 1},
-                                    connect_timeout=self._timeout_s, read_timeout=self._timeout_s)
-                    self._client = boto3.client("bedrock-runtime", region_name=self._region, config=config,
-                                                endpoint_url=self._endpoint_url)
+            self._client = aws.client("bedrock-runtime", self._region, timeout_s=self._timeout_s,
+                                      retries=self._max_retries, endpoint_url=self._endpoint_url)
         return self._client
 
     def complete(self, request: ChatRequest) -> ChatResult:

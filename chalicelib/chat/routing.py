@@ -10,14 +10,14 @@ OpenAI-compatible Chat Completions endpoint at ``ENGRAM_CHAT_BASE_URL`` (with ``
 Amazon Bedrock Converse in ``AWS_REGION`` (``settings.aws_region``) with the process's AWS credentials.
 Timeouts and retries for both: ``ENGRAM_CHAT_TIMEOUT_S`` (seconds), ``ENGRAM_CHAT_MAX_RETRIES``.
 
-Backends are built once per process per configuration and shared across threads (their HTTP/boto3 clients pool
-connections).
+Backends are built once per process per configuration by the composition root (:func:`chalicelib.deps.chat_backend`)
+and shared across threads (their HTTP/boto3 clients pool connections).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import threading
+from typing import Any
 
 from chalicelib.chat.base import ChatBackend
 from chalicelib.config import (
@@ -27,17 +27,14 @@ from chalicelib.config import (
     ENV_CHAT_PROVIDER,
     Settings,
 )
-from chalicelib.errors import EngramError, InvalidRequestError
-
-_backends: dict[tuple, ChatBackend] = {}
-_lock = threading.Lock()
+from chalicelib.errors import ConfigurationError, InvalidRequestError
 
 
 def parse_routes(routes: str | None) -> list[tuple[str, str]]:
     """``"pattern=provider[,pattern=provider...]"`` → ``[(pattern, provider), ...]`` in order (blank entries skipped).
 
     Raises:
-        EngramError: (500, a server misconfiguration) an entry without ``=`` or with an unknown provider.
+        ConfigurationError: (500, a server misconfiguration) an entry without ``=`` or with an unknown provider.
     """
     rules: list[tuple[str, str]] = []
     for entry in (routes or "").split(","):
@@ -46,28 +43,33 @@ def parse_routes(routes: str | None) -> list[tuple[str, str]]:
         pattern, sep, provider = entry.partition("=")
         pattern, provider = pattern.strip(), provider.strip().lower()
         if not sep or not pattern or provider not in CHAT_PROVIDERS:
-            raise EngramError(f"{ENV_CHAT_MODEL_ROUTES} entry {entry.strip()!r} is not 'pattern=provider' with a "
-                              f"provider among {', '.join(CHAT_PROVIDERS)}.", code="misconfigured")
+            raise ConfigurationError(f"{ENV_CHAT_MODEL_ROUTES} entry {entry.strip()!r} is not 'pattern=provider' with a "
+                              f"provider among {', '.join(CHAT_PROVIDERS)}.", setting=ENV_CHAT_MODEL_ROUTES)
         rules.append((pattern, provider))
     return rules
 
 
 def provider_for(settings: Settings, model: str) -> str:
     """The provider (``openai`` | ``bedrock``) configured for ``model``: the first matching route, else
-    ``settings.chat_provider``. Raises what :func:`parse_routes` raises."""
+    ``settings.chat_provider``.
+
+    Raises:
+        ConfigurationError: see :func:`parse_routes`.
+    """
     for pattern, provider in parse_routes(settings.chat_model_routes):
         if fnmatch.fnmatchcase(model, pattern):
             return provider
     return settings.chat_provider
 
 
-def backend_for(settings: Settings, model: str) -> ChatBackend:
-    """The chat backend that answers ``model`` (cached per process and configuration).
+def backend_key(settings: Settings, model: str) -> tuple[Any, ...]:
+    """What identifies the backend that answers ``model``: its provider and the settings it is built from. Two
+    models with the same key share one backend (and its connection pool).
 
     Raises:
         InvalidRequestError: (400, param ``model``, code ``model_not_available``) the model routes to the
             ``openai`` provider and ``ENGRAM_CHAT_BASE_URL`` is not set; the message names the settings to set.
-        EngramError: (500) a malformed ``ENGRAM_CHAT_MODEL_ROUTES``.
+        ConfigurationError: (500) a malformed ``ENGRAM_CHAT_MODEL_ROUTES``.
     """
     provider = provider_for(settings, model)
     if provider == "openai" and not settings.chat_base_url:
@@ -78,18 +80,14 @@ def backend_for(settings: Settings, model: str) -> ChatBackend:
             f"(per-model routing: {ENV_CHAT_MODEL_ROUTES}).",
             param="model", code="model_not_available")
     if provider == "openai":
-        key: tuple = ("openai", settings.chat_base_url, settings.chat_api_key, settings.chat_timeout_s,
-                      settings.chat_max_retries)
-    else:
-        key = ("bedrock", settings.aws_region, settings.chat_timeout_s, settings.chat_max_retries)
-    with _lock:
-        backend = _backends.get(key)
-        if backend is None:
-            backend = _backends[key] = _build(settings, provider)
-    return backend
+        return ("openai", settings.chat_base_url, settings.chat_api_key, settings.chat_timeout_s,
+                settings.chat_max_retries)
+    return ("bedrock", settings.aws_region, settings.chat_timeout_s, settings.chat_max_retries)
 
 
-def _build(settings: Settings, provider: str) -> ChatBackend:
+def build_backend(settings: Settings, provider: str) -> ChatBackend:
+    """A new backend for ``provider`` (``openai`` | ``bedrock``) from ``settings`` (the composition root,
+    :func:`chalicelib.deps.chat_backend`, caches it)."""
     if provider == "openai":
         from chalicelib.chat.openai_compat import OpenAICompatBackend
 
@@ -100,9 +98,3 @@ def _build(settings: Settings, provider: str) -> ChatBackend:
 
     return BedrockBackend(region=settings.aws_region, timeout_s=settings.chat_timeout_s,
                           max_retries=settings.chat_max_retries)
-
-
-def reset() -> None:
-    """Forget the cached backends (tests; after changing configuration in-process)."""
-    with _lock:
-        _backends.clear()

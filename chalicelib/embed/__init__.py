@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.config import DEFAULT_MODELS
 from chalicelib.embed.base import Embedder, Tokenizer
-from chalicelib.errors import InvalidRequestError
+from chalicelib.errors import ConfigurationError, InvalidRequestError
 
 if TYPE_CHECKING:
     from chalicelib.config import Settings
@@ -62,7 +62,7 @@ def build_embedder(settings: "Settings") -> Embedder:
     ``dataclasses.replace(s, embedding_provider="openai")``) gets the chosen provider's default model instead.
 
     Raises:
-        InvalidRequestError: unknown provider, or settings the provider cannot honour (e.g. a local model name
+        ConfigurationError: unknown provider, or settings the provider cannot honour (e.g. a local model name
             that is neither the bundled all-MiniLM-L6-v2 nor a model folder, Titan dimensions not 256/512/1024).
         UpstreamError: the local model package/folder is missing.
     """
@@ -78,10 +78,9 @@ def build_embedder(settings: "Settings") -> Embedder:
         elif Path(model).expanduser().is_dir():
             model_path = Path(model).expanduser()
         else:
-            raise InvalidRequestError(
+            raise ConfigurationError(
                 f"ENGRAM_EMBEDDING_MODEL={model!r}: the local provider runs the bundled {MODEL_NAME} or a "
-                "sentence-transformers model folder given by path.",
-                param="ENGRAM_EMBEDDING_MODEL",
+                "sentence-transformers model folder given by path.", setting="ENGRAM_EMBEDDING_MODEL"
             )
         return LocalEmbedder(model_path, max_input_tokens=settings.embedding_max_input_tokens)
     if provider == "openai":
@@ -115,7 +114,6 @@ def build_embedder(settings: "Settings") -> Embedder:
             match = re.fullmatch(r"hashing-(\d+)", model)
             dimension = int(match.group(1)) if match else DEFAULT_DIMENSION
         return HashingEmbedder(dimension)
-    raise InvalidRequestError(
-        f"Unknown embedding provider {provider!r}; expected local, openai, bedrock or hashing.",
-        param="ENGRAM_EMBEDDING_PROVIDER",
+    raise ConfigurationError(
+        f"Unknown embedding provider {provider!r}; expected local, openai, bedrock or hashing.", setting="ENGRAM_EMBEDDING_PROVIDER"
     )

@@ -11,12 +11,11 @@ boto3 is imported, and the client built, on the first :meth:`BedrockTitanEmbedde
 from __future__ import annotations
 
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from chalicelib.embed.openai_http import EMPTY_INPUT_SUBSTITUTE, EstimatingTokenizer, l2_normalize
-from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.errors import ConfigurationError, InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)  # accepted "dimensions" values (Bedrock user guide, Titan V2 request)
@@ -46,7 +45,7 @@ class BedrockTitanEmbedder:
         max_concurrency: parallel calls per :meth:`embed` (Titan takes one text per call).
 
     Raises (constructor):
-        InvalidRequestError: unsupported ``dimensions`` for the model.
+        ConfigurationError: unsupported ``dimensions`` for the model.
     """
 
     def __init__(
@@ -64,17 +63,16 @@ class BedrockTitanEmbedder:
         self._v1 = model.startswith("amazon.titan-embed-text-v1")
         if self._v1:
             if dimensions not in (None, TITAN_V1_DIMENSION):
-                raise InvalidRequestError(
+                raise ConfigurationError(
                     f"{model} returns {TITAN_V1_DIMENSION}-dim vectors; it cannot shorten them to {dimensions}.",
-                    param="ENGRAM_EMBEDDING_DIMENSIONS",
+                    setting="ENGRAM_EMBEDDING_DIMENSIONS"
                 )
             self.dimension = TITAN_V1_DIMENSION
         else:
             dim = 1024 if dimensions is None else dimensions
             if dim not in TITAN_V2_DIMENSIONS:
-                raise InvalidRequestError(
-                    f"Titan v2 embedding dimensions must be one of {TITAN_V2_DIMENSIONS}, got {dim}.",
-                    param="ENGRAM_EMBEDDING_DIMENSIONS",
+                raise ConfigurationError(
+                    f"Titan v2 embedding dimensions must be one of {TITAN_V2_DIMENSIONS}, got {dim}.", setting="ENGRAM_EMBEDDING_DIMENSIONS"
                 )
             self.dimension = dim
         self.model = model
@@ -85,22 +83,13 @@ class BedrockTitanEmbedder:
         self._max_retries = max_retries
         self._timeout_s = timeout_s
         self._max_concurrency = max(1, max_concurrency)
-        self._lock = threading.Lock()
 
     def _get_client(self) -> Any:
         if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    import boto3
-                    from botocore.config import Config
+            from chalicelib import aws
 
-                    config = Config(
-                        retries={"mode": "standard", "total_max_attempts": self._max_retries + 1},
-                        connect_timeout=self._timeout_s,
-                        read_timeout=self._timeout_s,
-                        max_pool_connections=max(10, self._max_concurrency),
-                    )
-                    self._client = boto3.client("bedrock-runtime", region_name=self._region, config=config)
+            self._client = aws.client("bedrock-runtime", self._region, timeout_s=self._timeout_s,
+                                      retries=self._max_retries, max_pool_connections=max(10, self._max_concurrency))
         return self._client
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from chalicelib.errors import InvalidRequestError, UpstreamError
+from chalicelib.errors import ConfigurationError, InvalidRequestError, UpstreamError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 # [CLS] and [SEP]: added by the BERT tokenizer to every input, counted in max_seq_length.
@@ -92,7 +92,7 @@ class LocalEmbedder:
 
     Raises (constructor):
         UpstreamError: the model folder or its config files are missing.
-        InvalidRequestError: ``max_input_tokens`` exceeds the model's limit.
+        ConfigurationError: ``max_input_tokens`` exceeds the model's limit.
     """
 
     def __init__(
@@ -107,9 +107,9 @@ class LocalEmbedder:
         self.dimension = int(_read_json(self._path / "1_Pooling" / "config.json")["word_embedding_dimension"])
         model_limit = self._max_seq_length - SPECIAL_TOKENS_PER_INPUT
         if max_input_tokens is not None and not 0 < max_input_tokens <= model_limit:
-            raise InvalidRequestError(
+            raise ConfigurationError(
                 f"max_input_tokens={max_input_tokens} is outside 1..{model_limit}, what {self.model} reads.",
-                param="ENGRAM_EMBEDDING_MAX_INPUT_TOKENS",
+                setting="ENGRAM_EMBEDDING_MAX_INPUT_TOKENS"
             )
         self.max_input_tokens = max_input_tokens if max_input_tokens is not None else model_limit
         self.tokenizer = WordPieceTokenizer(self._path)

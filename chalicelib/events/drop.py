@@ -4,7 +4,7 @@
 
 - created (put, copy, multipart): the store is found or created (by name, with the deployment's embedding model),
   the object becomes (or updates) the file named ``<path>``, its sidecar's attributes are applied, a new version
-  is claimed and staged (:func:`chalicelib.events.versions.stage`); an overwrite's new version replaces the old
+  is claimed and staged (:func:`chalicelib.ingest.engine.stage`); an overwrite's new version replaces the old
   chunks atomically when it completes;
 - removed: the file is deleted from the store (with its chunks);
 - ``<path>.metadata.json``: the sidecar's ``metadataAttributes`` become the file's attributes, without
@@ -26,15 +26,17 @@ import psycopg
 
 from chalicelib import ids
 from chalicelib.config import Settings
+from chalicelib.dispatch.port import Delivery
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
-from chalicelib.events import objects, s3_keys, sidecar, versions
-from chalicelib.events.messages import FileMessage, S3Record, compare_sequencers
+from chalicelib.events import objects, s3_keys, sidecar
+from chalicelib.events.notifications import S3Record, compare_sequencers
 from chalicelib.events.s3_keys import DropKey, DropKeyError
+from chalicelib.ingest import engine
 from chalicelib.ingest.chunk import resolve_chunking_strategy
-from chalicelib.store import drop_errors, drop_objects
+from chalicelib.ingest.messages import FileMessage
+from chalicelib.store import attachments, drop_errors, drop_objects, ingest_jobs, vector_stores
 from chalicelib.store import files as file_rows
-from chalicelib.store import ingest_jobs, vector_stores
 from chalicelib.store.drop_objects import DropObject
 from chalicelib.store.vector_stores import VectorStore
 
@@ -46,15 +48,16 @@ MAX_STORE_NAME_CHARS = 256
 _STORE_NAME_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
-def apply(settings: Settings, embedder: Embedder, record: S3Record, *, arrived_at: datetime | None = None) -> str:
+def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
     """Apply one S3 event record; returns what happened (``staged``, ``deleted``, ``attributes``, ``stale``,
-    ``duplicate``, ``internal``, ``ignored``, ``error`` or a :func:`versions.stage` outcome).
+    ``duplicate``, ``internal``, ``ignored``, ``error`` or a :func:`chalicelib.ingest.engine.stage` outcome).
 
     Raises:
         UpstreamError: S3, SQS or the database failed (the message is retried).
     """
     from chalicelib.store.db import pool, tenant_connection
 
+    settings = delivery.settings
     if s3_keys.is_internal(record.key):
         return "internal"
     if not (record.is_created or record.is_removed):
@@ -78,7 +81,7 @@ def apply(settings: Settings, embedder: Embedder, record: S3Record, *, arrived_a
         accepted = _accept(conn, settings, embedder, key, record)
         if isinstance(accepted, str):
             return accepted
-        return versions.stage(conn, settings, embedder, accepted, arrived_at=arrived_at)
+        return engine.stage(conn, delivery, embedder, accepted)
 
 
 def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
@@ -86,22 +89,23 @@ def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
     never got that far, leave a ``drop_errors`` row."""
     from chalicelib.store.db import pool, tenant_connection
 
-    if isinstance(error, versions.VersionFailedError):
+    if isinstance(error, engine.VersionFailedError):
         return  # its file already shows the failure (last_error); the message waits in the dead-letter queue
     try:
         key = s3_keys.parse(record.key)
     except DropKeyError:
         return
-    code, message = versions.error_of(error)
+    last_error = engine.error_of(error)
     with pool(settings).connection() as owner:
         if not drop_objects.tenant_exists(owner, key.tenant):
             return
     with tenant_connection(settings, key.tenant) as conn:
         row = drop_objects.get(conn, key.tenant, record.bucket, key.key)
         if row is not None and row.version is not None and _order(record, row) == 0:
-            if versions.give_up(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
+            if row.vector_store_id is not None and row.file_id is not None and engine.fail_version(
+                    conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
                 return
-        _error(conn, key.tenant, record, "ingest_failed", f"{code}: {message}")
+        _error(conn, key.tenant, record, "ingest_failed", f"{last_error['code']}: {last_error['message']}")
 
 
 def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, key: DropKey,
@@ -123,8 +127,8 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
             attributes = side.attributes if side is not None and not side.deleted and side.attributes else {}
             file_id = _file(conn, row, key, record)
             strategy = resolve_chunking_strategy(None, embedder_max_tokens=embedder.max_input_tokens)
-            file_rows.attach(conn, key.tenant, store.id, file_id, attributes=attributes,
-                             chunking_strategy=strategy.to_openai())
+            attachments.attach(conn, key.tenant, store.id, file_id, attributes=attributes,
+                               chunking_strategy=strategy.to_openai())
             version = ingest_jobs.start(conn, key.tenant, store.id, file_id, lease_s=settings.processing_lease_s,
                                         max_attempts=settings.processing_max_attempts,
                                         source=(record.bucket, key.key, record.etag))
@@ -176,7 +180,7 @@ def _apply_sidecar(conn: psycopg.Connection, settings: Settings, key: DropKey, r
             deleted=record.is_removed, attributes=attributes))
         if target.file_id is not None and target.vector_store_id is not None and not target.deleted:
             try:
-                file_rows.update_attributes(conn, key.tenant, target.vector_store_id, target.file_id,
+                attachments.update_attributes(conn, key.tenant, target.vector_store_id, target.file_id,
                                             attributes or {})
             except NotFoundError:
                 pass  # detached meanwhile; the next drop of the file picks the sidecar up

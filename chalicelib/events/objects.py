@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalicelib.config import Settings
 from chalicelib.errors import UpstreamError
-from chalicelib.events import aws
+from chalicelib import aws
 
 # Error codes meaning "not this object any more": it was overwritten (If-Match failed) or deleted since the event.
 _GONE = ("PreconditionFailed", "412", "NoSuchKey", "404")
@@ -23,7 +23,7 @@ def read(settings: Settings, bucket: str, key: str, etag: str | None = None) -> 
     if etag:
         kwargs["IfMatch"] = f'"{etag}"'
     try:
-        return aws.s3(settings.aws_region).get_object(**kwargs)["Body"].read()
+        return aws.client("s3", settings.aws_region).get_object(**kwargs)["Body"].read()
     except ClientError as exc:
         if str(exc.response.get("Error", {}).get("Code")) in _GONE:
             return None

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 
 from chalicelib.config import Settings
-from chalicelib.events import aws, s3_keys
+from chalicelib import aws
+from chalicelib.events import s3_keys
 from chalicelib.store import blob_refs
 from chalicelib.store.files import CONTENT_PREFIX
 
@@ -21,22 +22,25 @@ ORPHAN_GRACE_S = 3600.0
 _DELETE_BATCH = 1000
 
 
-def sweep(conn: psycopg.Connection, settings: Settings, *, grace_s: float = ORPHAN_GRACE_S) -> int:
-    """Delete orphaned objects of ``settings.bucket`` older than ``grace_s`` seconds; returns how many. Run as the
-    owner (all tenants).
+def sweep(conn: psycopg.Connection, settings: Settings, *, grace_s: float = ORPHAN_GRACE_S,
+          tenant_id: str | None = None) -> int:
+    """Delete orphaned objects of ``settings.bucket`` older than ``grace_s`` seconds (one tenant's, or every
+    tenant's as the owner); returns how many.
 
     Raises:
         botocore.exceptions.ClientError / BotoCoreError: S3 failed (housekeeping logs it and carries on).
     """
     if not settings.bucket:
         return 0
-    prefixes = [CONTENT_PREFIX] + [f"{tenant}/uploads/" for tenant in blob_refs.tenants(conn)]
+    tenants = [tenant_id] if tenant_id else blob_refs.tenants(conn)
+    prefixes = ([f"{CONTENT_PREFIX}{tenant_id}/"] if tenant_id else [CONTENT_PREFIX]) + [
+        f"{tenant}/uploads/" for tenant in tenants]
     cutoff = datetime.now(timezone.utc) - timedelta(seconds=grace_s)
     return sum(_sweep_prefix(conn, settings, prefix, cutoff) for prefix in prefixes)
 
 
 def _sweep_prefix(conn: psycopg.Connection, settings: Settings, prefix: str, cutoff: datetime) -> int:
-    client = aws.s3(settings.aws_region)
+    client = aws.client("s3", settings.aws_region)
     deleted = 0
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket, Prefix=prefix):
         old = [item["Key"] for item in page.get("Contents", [])

@@ -50,7 +50,7 @@ def _value(key: str, value: Any) -> Any:
 def _validated(attributes: dict[str, Any]) -> dict[str, Any]:
     from pydantic import TypeAdapter, ValidationError
 
-    from chalicelib.api.schemas import Attributes
+    from chalicelib.wire import Attributes
 
     try:
         return TypeAdapter(Attributes).validate_python(attributes)

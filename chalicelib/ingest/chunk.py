@@ -19,6 +19,7 @@ from typing import Any
 from chalicelib.embed.base import Tokenizer
 from chalicelib.errors import InvalidRequestError
 from chalicelib.ingest.document import ParsedDocument
+from chalicelib.store.chunks import Chunk
 
 # OpenAI's static strategy bounds and defaults (vector-store file `chunking_strategy`, OPENAI-COMPAT.md §2).
 MIN_CHUNK_TOKENS = 100
@@ -54,20 +55,6 @@ class ChunkingStrategy:
                 "chunk_overlap_tokens": self.chunk_overlap_tokens,
             },
         }
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One chunk of a document: ``text == document.text[char_start:char_end]``, ``token_count`` in embedder
-    tokens, ``index`` 0-based in document order, pages 1-based (None for unpaged documents)."""
-
-    index: int
-    text: str
-    token_count: int
-    char_start: int
-    char_end: int
-    page_start: int | None = None
-    page_end: int | None = None
 
 
 def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int, param: str = "chunking_strategy") -> ChunkingStrategy:

@@ -93,3 +93,22 @@ def strip(text: str, sources: dict[str, str]) -> tuple[str, list[dict[str, Any]]
     stripper.feed(text)
     stripper.close()
     return stripper.text, stripper.annotations
+
+
+def format_results(queries: list[str], results: list[dict[str, Any]] | None) -> str:
+    """The tool message the model reads: each result's marker, filename, score and text (or "no results")."""
+    header = "Search results for: " + "; ".join(queries)
+    if results is None:
+        return header + "\n(The search did not run.)"
+    if not results:
+        return header + "\nNo results found in the user's documents."
+    blocks = [header]
+    for result in results:
+        blocks.append(f"Source {marker(result.get('file_id') or '')} ({result.get('filename')}, "
+                      f"score {float(result.get('score') or 0.0):.3f}):\n{result.get('text') or ''}")
+    return "\n\n".join(blocks)
+
+
+def sources(results: list[dict[str, Any]] | None) -> dict[str, str]:
+    """``{file_id: filename}`` of search results (what the model may cite)."""
+    return {r["file_id"]: r.get("filename") or "" for r in results or [] if r.get("file_id")}

@@ -13,26 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from chalicelib.chat.base import ChatMessage
 from chalicelib.config import Settings
-from chalicelib.responses import items, store, tools
+from chalicelib.responses import citations, items, summarize
+from chalicelib.responses.chain import Chain, load
 
 SUMMARY_HEADER = "Summary of the earlier conversation (older turns were condensed):\n"
-
-
-@dataclass(frozen=True)
-class Chain:
-    """The turns a request continues (oldest first) and the summary of everything before them (or None)."""
-
-    turns: tuple[store.Turn, ...]
-    summary: dict[str, Any] | None
-
-    @property
-    def tokens(self) -> int:
-        """Estimated history tokens: summary + verbatim turns."""
-        return (self.summary["tokens"] if self.summary else 0) + sum(t.turn_tokens for t in self.turns)
 
 
 @dataclass(frozen=True)
@@ -54,23 +40,6 @@ class History:
 EMPTY = History(messages=(), preamble=None, tokens=0, summary=None, computed=False, usage=None, sources={})
 
 
-def load(conn: psycopg.Connection, tenant_id: str, response_id: str, *,
-         param: str = "previous_response_id") -> Chain:
-    """The chain ending with the tenant's response ``response_id``.
-
-    Raises:
-        NotFoundError: (404, ``param``) no such stored response for this tenant (never stored, ``store: false``,
-            deleted, or another tenant's).
-    """
-    turns = store.chain(conn, tenant_id, response_id)
-    if not turns:
-        raise store.not_found(response_id, param)
-    summary = next((t.summary for t in reversed(turns) if t.summary), None)
-    if summary is not None:
-        turns = [t for t in turns if t.id != summary["through"]]
-    return Chain(tuple(turns), summary)
-
-
 def build(settings: Settings, chain: Chain, *, model: str) -> History:
     """The history a new request sends, condensing older turns first when the chain is over the threshold.
 
@@ -78,8 +47,6 @@ def build(settings: Settings, chain: Chain, *, model: str) -> History:
         UpstreamError / UpstreamTimeoutError / RateLimitError / InvalidRequestError: the summarization call
             failed (:func:`chalicelib.responses.summarize.condense`).
     """
-    from chalicelib.responses import summarize
-
     before = chain.tokens
     computed = before > settings.summary_threshold_tokens and len(chain.turns) > 0
     usage = None
@@ -92,7 +59,7 @@ def build(settings: Settings, chain: Chain, *, model: str) -> History:
     sources: dict[str, str] = {}
     for item in conversation:
         if item.get("type") == "file_search_call":
-            sources.update(tools.sources(item.get("results")))
+            sources.update(citations.sources(item.get("results")))
     preamble = SUMMARY_HEADER + chain.summary["text"] if chain.summary else None
     return History(messages=tuple(items.to_messages(conversation)), preamble=preamble, tokens=chain.tokens,
                    summary=chain.summary, computed=computed, usage=usage, sources=sources)

@@ -105,7 +105,7 @@ def _output_of(item: dict[str, Any]) -> str:
 
 def to_messages(items: Iterable[dict[str, Any]]) -> list[ChatMessage]:
     """The chat messages a sequence of items (inputs and outputs, in conversation order) stands for."""
-    from chalicelib.responses.tools import format_results
+    from chalicelib.responses.citations import format_results
 
     out: list[ChatMessage] = []
     answers: list[ChatMessage] = []  # tool messages answering the open group's file_search calls

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, ToolSpec
 from chalicelib.errors import InvalidRequestError, UpstreamError
-from chalicelib.responses import items, tools
+from chalicelib.responses import citations, items, tools
 from chalicelib.responses.citations import CitationStripper
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, hide_results
@@ -86,7 +86,7 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
                     continue  # over max_tool_calls: ignored, as OpenAI does
                 searched += 1
                 item = yield from _search(config, call, state, emit)
-                sources.update(tools.sources(item["results"]))
+                sources.update(citations.sources(item["results"]))
             else:
                 called += 1
                 item = yield from _function_call(call, state, emit)

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from chalicelib.api.request import validate
-from chalicelib.api.schemas import Metadata
+from chalicelib.validation import validate
+from chalicelib.wire import Metadata
 from chalicelib.errors import InvalidRequestError
 
 # OpenAI: file_search max_num_results is 1..50, echoed as 20 when unset (SPEC example).

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from chalicelib import ids
+from chalicelib import deps, ids
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
@@ -120,8 +120,7 @@ def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) ->
 
 def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     """Check a request and gather what it needs (backend, stores, history); see :func:`stream_events`."""
-    from chalicelib.api.request import validate
-    from chalicelib.chat.routing import backend_for
+    from chalicelib.validation import validate
 
     req = validate(schemas.CreateResponse, body)
     _refuse_unsupported(req)
@@ -132,7 +131,7 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
-    backend = backend_for(settings, req.model)
+    backend = deps.chat_backend(req.model, settings)
     searcher = None
     if file_search_tool is not None:
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)

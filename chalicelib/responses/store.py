@@ -79,6 +79,7 @@ SELECT id, input_items, output, turn_tokens, summary FROM chain ORDER BY depth D
 _UNSUMMARIZED = """
 SELECT r.tenant_id, r.id, r.response ->> 'model' FROM responses r
 WHERE r.summary IS NULL AND r.history_tokens > %(threshold)s AND r.status IN ('completed', 'incomplete')
+  AND (%(tenant)s::text IS NULL OR r.tenant_id = %(tenant)s)
   AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.tenant_id = r.tenant_id AND c.previous_response_id = r.id)
 ORDER BY r.history_tokens DESC LIMIT %(limit)s"""
 
@@ -165,7 +166,9 @@ def set_summary(conn: psycopg.Connection, tenant_id: str, response_id: str, summ
                                 "history_tokens": history_tokens})
 
 
-def unsummarized(conn: psycopg.Connection, threshold_tokens: int, limit: int) -> list[tuple[str, str, str]]:
+def unsummarized(conn: psycopg.Connection, threshold_tokens: int, limit: int,
+                 tenant_id: str | None = None) -> list[tuple[str, str, str]]:
     """``(tenant_id, response_id, model)`` of conversation heads whose history exceeds ``threshold_tokens`` and
-    has no summary yet, longest first (all tenants: run as the table owner)."""
-    return [tuple(r) for r in conn.execute(_UNSUMMARIZED, {"threshold": threshold_tokens, "limit": limit})]
+    has no summary yet, longest first (one tenant's, or every tenant's as the table owner)."""
+    return [tuple(r) for r in conn.execute(_UNSUMMARIZED, {"threshold": threshold_tokens, "limit": limit,
+                                                            "tenant": tenant_id})]

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult
 from chalicelib.config import Settings
+from chalicelib.jobs.model import JobContext, JobResult
 from chalicelib.responses import items, store
+from chalicelib.responses.chain import Chain
 from chalicelib.responses.tokens import TOKENS_PER_MESSAGE, text_tokens
-
-if TYPE_CHECKING:
-    from chalicelib.responses.history import Chain
 
 logger = logging.getLogger("engram.responses")
 
@@ -61,24 +60,22 @@ def summarize(settings: Settings, model: str, earlier: str | None,
         InvalidRequestError: no chat backend configured for the model (param ``model``).
         UpstreamError / UpstreamTimeoutError / RateLimitError: the call failed.
     """
-    from chalicelib.chat.routing import backend_for
+    from chalicelib import deps
 
     used = settings.summary_model or model
     request = ChatRequest(model=used, messages=(ChatMessage("system", PROMPT),
                                                 ChatMessage("user", transcript(earlier, messages))),
                           tool_choice="none", max_output_tokens=SUMMARY_MAX_TOKENS)
-    result = backend_for(settings, used).complete(request)
+    result = deps.chat_backend(used, settings).complete(request)
     return result.text.strip(), result, used
 
 
-def condense(settings: Settings, chain: "Chain", *, model: str) -> tuple["Chain", dict[str, Any]]:
+def condense(settings: Settings, chain: Chain, *, model: str) -> tuple[Chain, dict[str, Any]]:
     """Fold the older turns of ``chain`` (at least one turn) into its summary: ``(shorter chain, usage.summary block)``.
 
     Raises:
         what :func:`summarize` raises.
     """
-    from chalicelib.responses.history import Chain  # noqa: F811 (history imports this module)
-
     turns = list(chain.turns)
     keep = max(0, min(settings.summary_keep_turns, len(turns) - 1))
     older, recent = turns[:len(turns) - keep], turns[len(turns) - keep:]
@@ -102,20 +99,21 @@ def reused_usage(summary: dict[str, Any], *, history_tokens: int) -> dict[str, A
             "history_tokens": history_tokens}
 
 
-def precompute_summaries(settings: Settings, *, limit: int = 50) -> int:
-    """Eager summarization (a scheduled handler): condense up to ``limit`` conversation heads whose history
-    exceeds ``settings.summary_threshold_tokens`` and has no summary yet, longest first; returns how many
-    summaries were computed. Runs as the table owner across tenants; a failure on one chain is logged and
+def precompute_summaries(settings: Settings, *, limit: int = 50, tenant_id: str | None = None) -> int:
+    """Eager summarization: condense up to ``limit`` conversation heads whose history exceeds
+    ``settings.summary_threshold_tokens`` and has no summary yet, longest first; returns how many summaries were
+    computed. Runs as the table owner across tenants (or for ``tenant_id``); a failure on one chain is logged and
     skipped (it is retried on the next run).
     """
     from chalicelib.errors import EngramError
-    from chalicelib.responses import history
+    from chalicelib.responses import chain as chains
     from chalicelib.store.db import connect
 
     done = 0
     with connect(settings) as conn:
-        for tenant_id, response_id, model in store.unsummarized(conn, settings.summary_threshold_tokens, limit):
-            chain = history.load(conn, tenant_id, response_id, param="response_id")
+        heads = store.unsummarized(conn, settings.summary_threshold_tokens, limit, tenant_id)
+        for tenant, response_id, model in heads:
+            chain = chains.load(conn, tenant, response_id, param="response_id")
             if not chain.turns or chain.tokens <= settings.summary_threshold_tokens:
                 continue
             try:
@@ -123,6 +121,17 @@ def precompute_summaries(settings: Settings, *, limit: int = 50) -> int:
             except EngramError:
                 logger.exception("summarizing conversation ending %s failed", response_id)
                 continue
-            store.set_summary(conn, tenant_id, response_id, shorter.summary, shorter.tokens)
+            store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
             done += 1
     return done
+
+
+# Conversation heads one scheduled run summarizes at most (each is one model call).
+SUMMARIES_PER_RUN = 50
+
+
+def summarize_job(ctx: JobContext) -> JobResult:
+    """The scheduled eager-summarization job (:mod:`chalicelib.jobs.table`): :func:`precompute_summaries` for the
+    run's tenant (or all); a full run leaves a cursor, so the next tick carries on."""
+    done = precompute_summaries(ctx.settings, limit=SUMMARIES_PER_RUN, tenant_id=ctx.tenant)
+    return JobResult({"summaries": done}, cursor={"more": True} if done >= SUMMARIES_PER_RUN else None)

@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from chalicelib import deps, ids
-from chalicelib.api import observability
+from chalicelib import deps, ids, observability
 from chalicelib.chat.base import ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.responses.citations import marker
 from chalicelib.responses.items import FILE_SEARCH_TOOL
 from chalicelib.responses.schemas import FileSearchTool
 from chalicelib.search.filters import compile_filter
@@ -121,22 +119,3 @@ def parse_queries(arguments: str) -> list[str]:
     if not queries:
         raise InvalidRequestError('file_search needs {"queries": ["..."]} with at least one non-empty query.')
     return queries[:MAX_QUERIES_PER_CALL]
-
-
-def format_results(queries: list[str], results: list[dict[str, Any]] | None) -> str:
-    """The tool message the model reads: each result's marker, filename, score and text (or "no results")."""
-    header = "Search results for: " + "; ".join(queries)
-    if results is None:
-        return header + "\n(The search did not run.)"
-    if not results:
-        return header + "\nNo results found in the user's documents."
-    blocks = [header]
-    for result in results:
-        blocks.append(f"Source {marker(result.get('file_id') or '')} ({result.get('filename')}, "
-                      f"score {float(result.get('score') or 0.0):.3f}):\n{result.get('text') or ''}")
-    return "\n\n".join(blocks)
-
-
-def sources(results: list[dict[str, Any]] | None) -> dict[str, str]:
-    """``{file_id: filename}`` of search results (what the model may cite)."""
-    return {r["file_id"]: r.get("filename") or "" for r in results or [] if r.get("file_id")}

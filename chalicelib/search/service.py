@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import psycopg
 
-from chalicelib.api import observability
+from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError

@@ -29,13 +29,6 @@ FROM file_batch_files b JOIN vector_store_files sf
 WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(id)s"""
 _CANCEL = """UPDATE file_batches SET cancelled_at = coalesce(cancelled_at, now())
 WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND id = %(id)s"""
-_CANCEL_FILES = """
-UPDATE vector_store_files sf SET status = 'cancelled', lease_expires_at = NULL, chunk_count = 0, usage_bytes = 0,
-    updated_at = now()
-FROM file_batch_files b
-WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(id)s AND sf.tenant_id = b.tenant_id
-  AND sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.status = 'in_progress'
-RETURNING sf.file_id"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +92,10 @@ def cancel(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: st
     Raises:
         NotFoundError: no such batch.
     """
-    from chalicelib.store import chunks
+    from chalicelib.store import attachments
 
     with conn.transaction():
         get(conn, tenant_id, store_id, batch_id)
-        chunks.lock_store(conn, tenant_id, store_id)
         conn.execute(_CANCEL, {"tenant": tenant_id, "store": store_id, "id": batch_id})
-        for (file_id,) in conn.execute(_CANCEL_FILES, {"tenant": tenant_id, "id": batch_id}).fetchall():
-            chunks.delete_file_chunks(conn, tenant_id, store_id, file_id)
-        chunks.refresh_store_usage(conn, tenant_id, store_id)
+        attachments.cancel_batch_files(conn, tenant_id, store_id, batch_id)
     return get(conn, tenant_id, store_id, batch_id)

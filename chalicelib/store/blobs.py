@@ -1,13 +1,12 @@
 """Blob storage for bytes too large for one request (the parts of an Upload): a key → bytes store.
 
 Keys are ``/``-separated paths that begin with the tenant, e.g. ``acme/uploads/upload_.../part_...``, so one
-tenant's blobs share a prefix. :func:`blob_store` picks the backend from the settings: S3 when
+tenant's blobs share a prefix. :func:`build_blob_store` picks the backend from the settings: S3 when
 ``settings.bucket`` (``ENGRAM_BUCKET``) is set, else files under ``settings.data_dir / "blobs"``.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 from pathlib import Path
@@ -123,9 +122,9 @@ class S3BlobStore:
     def client(self) -> Any:
         """The boto3 S3 client (built lazily)."""
         if self._client is None:
-            import boto3
+            from chalicelib import aws
 
-            self._client = boto3.client("s3", region_name=self._region)
+            self._client = aws.client("s3", self._region)
         return self._client
 
     def put(self, key: str, data: bytes) -> None:
@@ -193,10 +192,9 @@ class _s3_errors:
         return False
 
 
-@functools.cache
-def blob_store(config: Settings) -> BlobStore:
-    """The blob store ``config`` names (built once per settings object): :class:`S3BlobStore` on
-    ``config.bucket`` when set, else :class:`LocalBlobStore` under ``config.data_dir / "blobs"``."""
+def build_blob_store(config: Settings) -> BlobStore:
+    """The blob store ``config`` names: :class:`S3BlobStore` on ``config.bucket`` when set, else
+    :class:`LocalBlobStore` under ``config.data_dir / "blobs"`` (:func:`chalicelib.deps.blob_store` caches it)."""
     if config.bucket:
         return S3BlobStore(config.bucket, region=config.aws_region)
     return LocalBlobStore(config.data_dir / "blobs")

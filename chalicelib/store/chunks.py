@@ -3,12 +3,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from chalicelib.ingest.chunk import Chunk
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of a document: ``text == document.text[char_start:char_end]``, ``token_count`` in embedder
+    tokens, ``index`` 0-based in document order, pages 1-based (None for unpaged documents)."""
+
+    index: int
+    text: str
+    token_count: int
+    char_start: int
+    char_end: int
+    page_start: int | None = None
+    page_end: int | None = None
+
 
 # Bytes a vector occupies per dimension (float4), for usage_bytes.
 BYTES_PER_DIMENSION = 4

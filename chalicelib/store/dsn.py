@@ -12,7 +12,10 @@ import json
 
 from psycopg.conninfo import make_conninfo
 
-from chalicelib.errors import InvalidRequestError
+from chalicelib.errors import ConfigurationError
+
+# The setting that names the secret (chalicelib.config.ENV_DATABASE_SECRET_ARN).
+SECRET_SETTING = "ENGRAM_DATABASE_SECRET_ARN"
 
 # Connections to RDS Proxy / Aurora must use TLS (the proxy is created with RequireTLS).
 _REMOTE_SSLMODE = "require"
@@ -22,7 +25,7 @@ def url_from_secret(secret: str) -> str:
     """A libpq connection string from a secret's ``SecretString``.
 
     Raises:
-        InvalidRequestError: the secret is neither a URL nor RDS credentials JSON (names the missing fields).
+        ConfigurationError: the secret is neither a URL nor RDS credentials JSON (names the missing fields).
     """
     text = secret.strip()
     if text.startswith(("postgres://", "postgresql://")):
@@ -30,14 +33,12 @@ def url_from_secret(secret: str) -> str:
     try:
         fields = json.loads(text)
     except ValueError:
-        raise InvalidRequestError("The database secret is neither a postgresql:// URL nor JSON.",
-                                  param="ENGRAM_DATABASE_SECRET_ARN") from None
+        raise ConfigurationError("The database secret is neither a postgresql:// URL nor JSON.", setting=SECRET_SETTING) from None
     if not isinstance(fields, dict):
-        raise InvalidRequestError("The database secret JSON is not an object.", param="ENGRAM_DATABASE_SECRET_ARN")
+        raise ConfigurationError("The database secret JSON is not an object.", setting=SECRET_SETTING)
     missing = [k for k in ("username", "password", "host") if not fields.get(k)]
     if missing:
-        raise InvalidRequestError(f"The database secret lacks {', '.join(missing)}.",
-                                  param="ENGRAM_DATABASE_SECRET_ARN")
+        raise ConfigurationError(f"The database secret lacks {', '.join(missing)}.", setting=SECRET_SETTING)
     host = str(fields["host"])
     return make_conninfo(
         host=host, port=str(fields.get("port") or 5432), dbname=str(fields.get("dbname") or "postgres"),
@@ -48,13 +49,12 @@ def url_from_secret(secret: str) -> str:
 
 @functools.cache
 def url_from_secret_arn(secret_arn: str, region: str) -> str:
-    """Fetch ``secret_arn`` from Secrets Manager (boto3 client created here, once per process) and return its URL.
+    """Fetch ``secret_arn`` from Secrets Manager (once per process) and return its URL.
 
     Raises:
         botocore.exceptions.ClientError: the secret cannot be read (missing, no permission).
-        InvalidRequestError: see :func:`url_from_secret`.
+        ConfigurationError: see :func:`url_from_secret`.
     """
-    import boto3
+    from chalicelib import aws
 
-    client = boto3.client("secretsmanager", region_name=region)
-    return url_from_secret(client.get_secret_value(SecretId=secret_arn)["SecretString"])
+    return url_from_secret(aws.client("secretsmanager", region).get_secret_value(SecretId=secret_arn)["SecretString"])

@@ -1,11 +1,10 @@
-"""Ingestion jobs: one row per processing run ("version") of an attached file in the serverless pipeline, and the
-embedding batches of that run that have landed.
+"""Ingestion versions: one row per processing run ("version") of an attached file — whichever way it runs (inline
+in a request, in a background thread, through SQS) — and the embedding batches of that run that have landed.
 
-A version is the ``vector_store_files.attempts`` number a claim produced (:func:`start`), so a version's final
-write is guarded exactly like a background worker's (:func:`chalicelib.store.files.mark_completed` with
-``attempt=version``). Counting landed batches happens under the job row's lock (:func:`lock`), which makes
+A version is the ``vector_store_files.attempts`` number a claim produced (:func:`start`), and it guards the
+version's final write (:func:`chalicelib.store.attachments.complete` with ``attempt=version``). Counting landed batches happens under the job row's lock (:func:`lock`), which makes
 "this was the last batch" true for exactly one handler. Lock order everywhere: job row → store row
-(:func:`chalicelib.store.chunks.lock_store`) → ``vector_store_files`` row.
+(:mod:`chalicelib.store.attachments`) → ``vector_store_files`` row.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from chalicelib.store import processing
+from chalicelib.store import attachments
 
 # Statuses in which a version still has work to do.
 OPEN = ("pending", "embedding")
@@ -61,6 +60,8 @@ _SET_STAGED = f"""
 UPDATE ingest_jobs SET status = 'embedding', chunk_count = %(chunks)s, batch_count = %(batches)s,
     content_sha256 = %(sha256)s, staged_at = now(), updated_at = now()
 WHERE {_KEY}"""
+_SET_CONTENT = f"""
+UPDATE ingest_jobs SET chunk_count = %(chunks)s, content_sha256 = %(sha256)s, updated_at = now() WHERE {_KEY}"""
 _SET_STATUS = f"""
 UPDATE ingest_jobs SET status = %(status)s, last_error = %(error)s, updated_at = now() WHERE {_KEY}"""
 _SUPERSEDE_OLDER = """
@@ -109,6 +110,7 @@ UPDATE vector_store_files SET attempts = attempts + 1,
 WHERE (vector_store_id, file_id) IN (
     SELECT sf.vector_store_id, sf.file_id FROM vector_store_files sf
     WHERE sf.status = 'in_progress' AND sf.attempts - sf.attempt_base < %(max_attempts)s
+      AND (%(tenant)s::text IS NULL OR sf.tenant_id = %(tenant)s)
       AND (sf.lease_expires_at < now()
            OR (sf.lease_expires_at IS NULL AND sf.updated_at < now() - make_interval(secs => %(lease)s)))
       AND NOT EXISTS (SELECT 1 FROM ingest_jobs j
@@ -128,11 +130,12 @@ WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(fil
 # Finished versions older than the retention, and versions whose attachment is gone (detached, store deleted).
 _PURGE = """
 DELETE FROM ingest_jobs j
-WHERE (j.status IN ('completed', 'failed', 'rejected', 'superseded')
-       AND j.updated_at < now() - make_interval(secs => %(retention)s))
-   OR (j.updated_at < now() - make_interval(secs => %(grace)s)
-       AND NOT EXISTS (SELECT 1 FROM vector_store_files sf
-                       WHERE sf.vector_store_id = j.vector_store_id AND sf.file_id = j.file_id))"""
+WHERE (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s)
+  AND ((j.status IN ('completed', 'failed', 'rejected', 'superseded')
+        AND j.updated_at < now() - make_interval(secs => %(retention)s))
+       OR (j.updated_at < now() - make_interval(secs => %(grace)s)
+           AND NOT EXISTS (SELECT 1 FROM vector_store_files sf
+                           WHERE sf.vector_store_id = j.vector_store_id AND sf.file_id = j.file_id)))"""
 
 
 def _key(tenant_id: str, store_id: str, file_id: str, version: int) -> dict[str, Any]:
@@ -141,12 +144,12 @@ def _key(tenant_id: str, store_id: str, file_id: str, version: int) -> dict[str,
 
 def start(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, lease_s: float,
           max_attempts: int, source: tuple[str, str, str | None] | None = None) -> int | None:
-    """Claim an ``in_progress`` attachment (:func:`chalicelib.store.processing.claim`, lease ``lease_s`` seconds)
+    """Claim an ``in_progress`` attachment (:func:`chalicelib.store.attachments.claim`, lease ``lease_s`` seconds)
     and record the new version as a ``pending`` job; ``source`` is ``(bucket, key, etag)`` of the drop-folder
     object it ingests. Returns the version, or None when the file is not claimable. Older open versions of the
     file become ``superseded``."""
     with conn.transaction():
-        version = processing.claim(conn, tenant_id, store_id, file_id, lease_s=lease_s, max_attempts=max_attempts)
+        version = attachments.claim(conn, tenant_id, store_id, file_id, lease_s=lease_s, max_attempts=max_attempts)
         if version is None:
             return None
         record(conn, tenant_id, store_id, file_id, version, source=source)
@@ -178,6 +181,12 @@ def set_staged(conn: psycopg.Connection, job: Job, *, chunk_count: int, batch_co
     """Mark a version ``embedding``: ``chunk_count`` chunks staged in ``batch_count`` batches."""
     conn.execute(_SET_STAGED, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
                                "chunks": chunk_count, "batches": batch_count, "sha256": content_sha256})
+
+
+def set_content(conn: psycopg.Connection, job: Job, *, chunk_count: int, content_sha256: str) -> None:
+    """Record what an inline version read: ``chunk_count`` chunks of content with hex SHA-256 ``content_sha256``."""
+    conn.execute(_SET_CONTENT, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
+                                "chunks": chunk_count, "sha256": content_sha256})
 
 
 def set_status(conn: psycopg.Connection, job: Job, status: str, error: dict[str, str] | None = None) -> None:
@@ -249,15 +258,15 @@ def clear_batches(conn: psycopg.Connection, job: Job) -> None:
 
 
 def claim_stuck(conn: psycopg.Connection, *, lease_s: float, max_attempts: int, stall_s: float,
-                limit: int = 100) -> list[tuple[str, str, str, int]]:
+                limit: int = 100, tenant_id: str | None = None) -> list[tuple[str, str, str, int]]:
     """Claim (all tenants; run as the owner) up to ``limit`` ``in_progress`` files whose lease expired, or that
     waited a whole lease unclaimed, while attempts remain — except those whose current version is open and made
     progress in the last ``stall_s`` seconds (its messages are still in SQS). Records the new versions as
     ``pending`` jobs and returns ``(tenant_id, vector_store_id, file_id, version)`` to re-send. Files out of
-    attempts are left for :func:`chalicelib.store.processing.settle` to fail."""
+    attempts are left for :func:`chalicelib.store.attachments.settle` to fail."""
     with conn.transaction():
         rows = conn.execute(_CLAIM_STUCK, {"lease": lease_s, "max_attempts": max_attempts, "stall": stall_s,
-                                           "limit": limit}).fetchall()
+                                           "limit": limit, "tenant": tenant_id}).fetchall()
         for tenant, store, file_id, version in rows:
             record(conn, tenant, store, file_id, version)
     return [tuple(row) for row in rows]
@@ -272,7 +281,8 @@ def abandon(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: st
         conn.execute(_EXPIRE_LEASE, params)
 
 
-def purge(conn: psycopg.Connection, *, retention_s: float, grace_s: float) -> int:
-    """Delete (all tenants) finished jobs older than ``retention_s`` seconds and jobs whose attachment is gone
-    (older than ``grace_s`` seconds), with their staged chunks and batch markers; returns jobs deleted."""
-    return conn.execute(_PURGE, {"retention": retention_s, "grace": grace_s}).rowcount
+def purge(conn: psycopg.Connection, *, retention_s: float, grace_s: float, tenant_id: str | None = None) -> int:
+    """Delete (one tenant's, or every tenant's) finished versions older than ``retention_s`` seconds and versions
+    whose attachment is gone (older than ``grace_s`` seconds), with their staged chunks and batch markers; returns
+    versions deleted."""
+    return conn.execute(_PURGE, {"retention": retention_s, "grace": grace_s, "tenant": tenant_id}).rowcount

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import psycopg
 
-from chalicelib.ingest.chunk import Chunk
+from chalicelib.store.chunks import Chunk
 from chalicelib.store.ingest_jobs import Job
 
 _KEY = "tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND version = %(version)s"

@@ -103,7 +103,8 @@ WHERE tenant_id = %(tenant)s AND id = %(id)s"""
 _DELETE_PARTS = "DELETE FROM upload_parts WHERE tenant_id = %(tenant)s AND upload_id = %(id)s"
 # Uploads that still have part rows but can no longer use them (finished, or expired unfinished); all tenants.
 _STALE_PARTS = """SELECT DISTINCT u.tenant_id, u.id FROM uploads u JOIN upload_parts p ON p.upload_id = u.id
-WHERE u.status <> 'pending' OR u.expires_at <= now() LIMIT 1000"""
+WHERE (u.status <> 'pending' OR u.expires_at <= now())
+  AND (%(tenant)s::text IS NULL OR u.tenant_id = %(tenant)s) LIMIT %(limit)s"""
 
 
 def blob_prefix(tenant_id: str, upload_id: str) -> str:
@@ -253,11 +254,12 @@ def cancel(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_id
     return _fetch(conn, tenant_id, upload_id, _GET_UPLOAD)
 
 
-def sweep_expired(conn: psycopg.Connection, blobs: BlobStore) -> int:
-    """Delete the part blobs and rows of uploads that can no longer use them — completed or cancelled ones whose
-    cleanup failed, and expired ones (all tenants; run as the owner). The uploads themselves stay. Returns how
-    many uploads were cleaned."""
-    rows = conn.execute(_STALE_PARTS).fetchall()
+def sweep_expired(conn: psycopg.Connection, blobs: BlobStore, *, tenant_id: str | None = None,
+                  limit: int = 1000) -> int:
+    """Delete the part blobs and rows of up to ``limit`` uploads that can no longer use them — completed or
+    cancelled ones whose cleanup failed, and expired ones (one tenant's, or every tenant's as the owner). The
+    uploads themselves stay. Returns how many uploads were cleaned."""
+    rows = conn.execute(_STALE_PARTS, {"tenant": tenant_id, "limit": limit}).fetchall()
     for tenant_id, upload_id in rows:
         blobs.delete_prefix(blob_prefix(tenant_id, upload_id))
         conn.execute(_DELETE_PARTS, {"tenant": tenant_id, "id": upload_id})

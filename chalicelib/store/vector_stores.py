@@ -70,7 +70,8 @@ SELECT vector_store_id,
        count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'cancelled'), count(*)
 FROM vector_store_files WHERE tenant_id = %(tenant)s AND vector_store_id = ANY(%(ids)s) GROUP BY vector_store_id"""
 _EXPIRED = """SELECT tenant_id, id FROM vector_stores
-WHERE expires_at < now() - make_interval(secs => %(retention)s) LIMIT 1000"""
+WHERE expires_at < now() - make_interval(secs => %(retention)s)
+  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) LIMIT %(limit)s"""
 _GET = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_NAME = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND name = %(name)s ORDER BY created_at"
 _LIST = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s ORDER BY created_at, id"
@@ -165,10 +166,11 @@ def require_active(store: VectorStore, now: datetime) -> None:
                                   code="vector_store_expired")
 
 
-def sweep_expired(conn: psycopg.Connection, *, retention_s: float) -> int:
-    """Delete stores that expired more than ``retention_s`` seconds ago (all tenants; run as the owner), with
-    their chunks and attachments; returns how many were deleted."""
-    rows = conn.execute(_EXPIRED, {"retention": retention_s}).fetchall()
+def sweep_expired(conn: psycopg.Connection, *, retention_s: float, tenant_id: str | None = None,
+                  limit: int = 1000) -> int:
+    """Delete up to ``limit`` stores that expired more than ``retention_s`` seconds ago (one tenant's, or every
+    tenant's as the owner), with their chunks and attachments; returns how many were deleted."""
+    rows = conn.execute(_EXPIRED, {"retention": retention_s, "tenant": tenant_id, "limit": limit}).fetchall()
     return sum(delete(conn, tenant, store_id) for tenant, store_id in rows)
 
 

@@ -17,10 +17,11 @@ from engram_cli.local.stack import DEFAULT_BUCKET, DEFAULT_PORT, LocalStack, Sta
 
 
 def queue_roles() -> dict[str, str]:
-    """``{"ingest": <ingest queue name>, "embed": <embed queue name>}`` (names in :mod:`chalicelib.events.queues`)."""
-    from chalicelib.events.queues import EMBED_QUEUE, INGEST_QUEUE
+    """Role → queue name for every queue of the message table (:data:`chalicelib.dispatch.table.QUEUES`), e.g.
+    ``{"ingest": "engram-ingest", "embed": "engram-embed"}``."""
+    from chalicelib.dispatch.table import QUEUES
 
-    return {"ingest": INGEST_QUEUE, "embed": EMBED_QUEUE}
+    return {spec.role: spec.name for spec in QUEUES}
 
 
 def functions() -> FunctionSettings:
@@ -146,17 +147,16 @@ def queue_depth(state: StackState, name: str) -> int:
 
 
 def store_files(config: Settings, tenant: str, store: str, names: set[str]) -> dict[str, Any]:
-    """Filename → :class:`chalicelib.store.files.StoreFile` for the files of ``names`` attached to the tenant's store
-    named (or with id) ``store``; {} while the store does not exist."""
-    from chalicelib.store import files as file_rows
-    from chalicelib.store import vector_stores
+    """Filename → :class:`chalicelib.store.attachments.StoreFile` for the files of ``names`` attached to the
+    tenant's store named (or with id) ``store``; {} while the store does not exist."""
+    from chalicelib.store import attachments, vector_stores
     from chalicelib.store.db import connect
 
     with connect(config) as conn:
         found = vector_stores.find(conn, tenant, store)
         if found is None:
             return {}
-        return {f.filename: f for f in file_rows.list_store_files(conn, tenant, found.id) if f.filename in names}
+        return {f.filename: f for f in attachments.list_all(conn, tenant, found.id) if f.filename in names}
 
 
 def wait_for_files(config: Settings, state: StackState, tenant: str, store: str, names: set[str], *,

@@ -64,15 +64,16 @@ class StackState:
 
     def env(self) -> dict[str, str]:
         """Environment variables a handler (or any boto3 client) needs to use this stack: the per-service endpoint
-        URLs, the region, ``ENGRAM_BUCKET``, and ``ENGRAM_INGEST_QUEUE`` / ``ENGRAM_EMBED_QUEUE`` (URLs) for the
-        queues with roles ``"ingest"`` / ``"embed"``."""
+        URLs, the region, ``ENGRAM_BUCKET``, and each queue of the message table that the stack has (by role) under
+        its setting's variable (``ENGRAM_INGEST_QUEUE``, ``ENGRAM_EMBED_QUEUE``, ...; URLs)."""
         from chalicelib import config
+        from chalicelib.dispatch.table import QUEUES
 
         env = {name: self.endpoint for name in ENDPOINT_ENV}
         env.update({"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region, config.ENV_BUCKET: self.bucket})
-        for role, env_name in (("ingest", config.ENV_INGEST_QUEUE), ("embed", config.ENV_EMBED_QUEUE)):
-            if role in self.roles:
-                env[env_name] = self.queues[self.roles[role]]
+        for spec in QUEUES:
+            if spec.role in self.roles:
+                env[spec.env] = self.queues[self.roles[spec.role]]
         return env
 
     def client(self, service: str) -> Any:

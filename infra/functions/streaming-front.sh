@@ -4,4 +4,4 @@
 # every function-URL request to it with response streaming. Dependencies come from the layer (/opt/python).
 cd "${LAMBDA_TASK_ROOT:-/var/task}" || exit 1
 export PYTHONPATH="${LAMBDA_TASK_ROOT:-/var/task}:/opt/python${PYTHONPATH:+:$PYTHONPATH}"
-exec python3 -m chalicelib.responses.streaming_front --port "${AWS_LWA_PORT:-8080}"
+exec python3 -m chalicelib.api.streaming_front --port "${AWS_LWA_PORT:-8080}"

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from chalicelib import deps
 from chalicelib.chat import routing
 from chalicelib.chat.base import ChatMessage, ChatRequest
 from chalicelib.chat.bedrock import BedrockBackend
@@ -17,9 +18,9 @@ from tests.fakes.chat_server import FakeChatServer, text
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    routing.reset()
+    deps.reset()
     yield
-    routing.reset()
+    deps.reset()
 
 
 def configured(**changes) -> Settings:
@@ -28,7 +29,7 @@ def configured(**changes) -> Settings:
 
 def test_nothing_configured_names_the_settings():
     with pytest.raises(InvalidRequestError) as info:
-        routing.backend_for(configured(chat_base_url=None, chat_provider="openai"), "gpt-4o-mini")
+        deps.chat_backend("gpt-4o-mini", configured(chat_base_url=None, chat_provider="openai"))
     error = info.value
     assert (error.status, error.param, error.code) == (400, "model", "model_not_available")
     assert "ENGRAM_CHAT_BASE_URL" in error.message and "ENGRAM_CHAT_PROVIDER=bedrock" in error.message
@@ -36,13 +37,13 @@ def test_nothing_configured_names_the_settings():
 
 def test_base_url_gives_a_cached_openai_backend():
     settings = configured(chat_base_url="http://localhost:11434/v1")
-    chat = routing.backend_for(settings, "llama3.2")
+    chat = deps.chat_backend("llama3.2", settings)
     assert isinstance(chat, OpenAICompatBackend)
-    assert routing.backend_for(settings, "qwen2.5") is chat
+    assert deps.chat_backend("qwen2.5", settings) is chat
 
 
 def test_bedrock_provider_needs_no_url():
-    assert isinstance(routing.backend_for(configured(chat_provider="bedrock"), "amazon.nova-lite-v1:0"),
+    assert isinstance(deps.chat_backend("amazon.nova-lite-v1:0", configured(chat_provider="bedrock")),
                       BedrockBackend)
 
 
@@ -53,27 +54,27 @@ def test_routes_first_match_wins_then_default_provider():
     assert routing.provider_for(settings, "us.anthropic.claude-3-7-sonnet-20250219-v1:0") == "bedrock"
     assert routing.provider_for(settings, "gpt-4o") == "openai"
     assert routing.provider_for(settings, "Anthropic.claude") == "openai"  # case-sensitive; default provider
-    assert isinstance(routing.backend_for(settings, "anthropic.claude-v2"), BedrockBackend)
-    assert isinstance(routing.backend_for(settings, "llama3"), OpenAICompatBackend)
+    assert isinstance(deps.chat_backend("anthropic.claude-v2", settings), BedrockBackend)
+    assert isinstance(deps.chat_backend("llama3", settings), OpenAICompatBackend)
 
 
 def test_route_to_openai_without_url_is_the_not_configured_error():
     settings = configured(chat_provider="bedrock", chat_model_routes="gpt-*=openai")
-    assert isinstance(routing.backend_for(settings, "amazon.nova-pro-v1:0"), BedrockBackend)
+    assert isinstance(deps.chat_backend("amazon.nova-pro-v1:0", settings), BedrockBackend)
     with pytest.raises(InvalidRequestError, match="ENGRAM_CHAT_BASE_URL"):
-        routing.backend_for(settings, "gpt-4o")
+        deps.chat_backend("gpt-4o", settings)
 
 
 @pytest.mark.parametrize("routes", ["anthropic.*", "x=vertex", "=openai"])
 def test_malformed_routes_are_a_server_misconfiguration(routes):
     with pytest.raises(EngramError, match="ENGRAM_CHAT_MODEL_ROUTES") as info:
-        routing.backend_for(configured(chat_base_url="http://gw/v1", chat_model_routes=routes), "m")
+        deps.chat_backend("m", configured(chat_base_url="http://gw/v1", chat_model_routes=routes))
     assert info.value.status == 500
 
 
 def test_routed_backend_talks_to_the_configured_endpoint():
     with FakeChatServer([text("routed ok")]) as fake:
         settings = configured(chat_base_url=fake.base_url, chat_api_key="sk-route", chat_timeout_s=5)
-        chat = routing.backend_for(settings, "fake-model")
+        chat = deps.chat_backend("fake-model", settings)
         result = chat.complete(ChatRequest(model="fake-model", messages=[ChatMessage("user", "hi")]))
     assert result.text == "routed ok" and fake.headers[0]["authorization"] == "Bearer sk-route"

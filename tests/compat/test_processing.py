@@ -1,9 +1,10 @@
 """No file stays ``in_progress`` forever (OPENAI-COMPAT.md §7.1): a file whose worker died is failed on the next
-read once its attempts are used up, re-claimed by the background worker while attempts remain, and a processing
+read once its attempts are used up, re-claimed and re-sent by housekeeping while attempts remain, and a processing
 lease is never held by two claimers at once."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Callable
@@ -11,7 +12,8 @@ from typing import Any, Callable
 import openai
 import pytest
 
-from chalicelib.store import processing
+from chalicelib.jobs import runner
+from chalicelib.store import attachments, ingest_jobs
 from chalicelib.store.db import connect
 
 POLL_DEADLINE_S = 30.0
@@ -29,12 +31,10 @@ def wait_until(predicate: Callable[[], Any], seconds: float = POLL_DEADLINE_S, i
         time.sleep(interval_s)
 
 
-def wake_worker() -> None:
-    """Tell the background worker files await processing (what attaching a large file does)."""
-    from chalicelib.ingest import attach
-
-    if attach._on_pending is not None:
-        attach._on_pending()
+def retry_stalled(settings) -> None:
+    """Run the housekeeping job that re-sends stalled files (the server's background threads process them)."""
+    outcome = runner.run_job(settings, "retry_stalled_files", force=True)
+    assert outcome.status == "finished", outcome
 
 
 def attach_small(client: openai.OpenAI, store_id: str, name: str, text: str, **kwargs: Any) -> str:
@@ -46,11 +46,12 @@ def attach_small(client: openai.OpenAI, store_id: str, name: str, text: str, **k
 
 def set_row(settings, store_id: str, file_id: str, *, attempts: int, lease_sql: str | None) -> None:
     """Put an attachment back to ``in_progress`` as a worker would have left it (``lease_sql`` is SQL for
-    ``lease_expires_at``, None for no lease)."""
+    ``lease_expires_at``; None for no lease — attached a lease ago and never claimed)."""
     lease = lease_sql or "NULL"
+    updated = "now()" if lease_sql else f"now() - make_interval(secs => {settings.processing_lease_s + 1})"
     with connect(settings) as conn:
         conn.execute(f"""UPDATE vector_store_files SET status = 'in_progress', attempts = %s,
-                         lease_expires_at = {lease}, last_error = NULL
+                         lease_expires_at = {lease}, last_error = NULL, updated_at = {updated}
                          WHERE vector_store_id = %s AND file_id = %s""", (attempts, store_id, file_id))
 
 
@@ -128,26 +129,30 @@ def test_live_lease_at_max_attempts_stays_in_progress(client, api_settings):
 
 
 def test_housekeeping_fails_exhausted_files_without_a_read(client, api_settings):
-    from chalicelib.ingest.worker import housekeeping
-
     store = client.vector_stores.create(name="housekeeping")
     file_id = attach_small(client, store.id, "h.txt", "Nobody reads this store.")
     set_row(api_settings, store.id, file_id, attempts=api_settings.processing_max_attempts,
             lease_sql="now() - interval '1 second'")
-    assert housekeeping(api_settings)["failed_files"] >= 1
+    assert runner.run_job(api_settings, "settle_files", force=True).counts["failed_files"] >= 1
     assert row(api_settings, store.id, file_id)[0] == "failed"
 
 
-@pytest.mark.parametrize("attempts,lease_sql", [(1, "now() - interval '1 second'"), (0, None)])
-def test_expired_lease_with_attempts_left_is_reclaimed(client, api_settings, attempts, lease_sql):
+@pytest.mark.parametrize("claimed", [True, False], ids=["lease-expired", "never-claimed"])
+def test_expired_lease_with_attempts_left_is_reclaimed(client, api_settings, claimed):
     store = client.vector_stores.create(name="reclaim")
     file_id = attach_small(client, store.id, "r.txt", "Narwhal tusks are elongated teeth.",
                            attributes={"tag": "tusk"})
-    set_row(api_settings, store.id, file_id, attempts=attempts, lease_sql=lease_sql)
+    attempts = row(api_settings, store.id, file_id)[1]
+    if claimed:  # its worker died holding the lease of the version it claimed
+        set_row(api_settings, store.id, file_id, attempts=attempts, lease_sql="now() - interval '1 second'")
+    else:  # re-attached a lease ago (a new attempt range), and no worker ever claimed it
+        set_row(api_settings, store.id, file_id, attempts=attempts, lease_sql=None)
+        with connect(api_settings) as conn:
+            conn.execute("UPDATE vector_store_files SET attempt_base = attempts WHERE file_id = %s", (file_id,))
     with connect(api_settings) as conn:  # a dead first attempt may have left no chunks at all
         conn.execute("DELETE FROM chunks WHERE vector_store_id = %s AND file_id = %s", (store.id, file_id))
     assert client.vector_stores.files.retrieve(file_id, vector_store_id=store.id).status == "in_progress"
-    wake_worker()
+    retry_stalled(api_settings)
     done = client.vector_stores.files.poll(file_id, vector_store_id=store.id, max_wait_seconds=POLL_DEADLINE_S)
     assert done.status == "completed" and done.last_error is None and done.attributes == {"tag": "tusk"}
     status, attempts_now, lease = row(api_settings, store.id, file_id)
@@ -159,23 +164,29 @@ def test_expired_lease_with_attempts_left_is_reclaimed(client, api_settings, att
 
 
 def test_zombie_worker_cannot_overwrite_a_settled_file(client, api_settings, hashing_embedder):
-    from chalicelib.ingest.attach import process_claimed
-    from chalicelib.store import vector_stores
+    from datetime import datetime, timezone
+
+    from chalicelib.dispatch.local import LocalDispatcher
+    from chalicelib.dispatch.port import Delivery
+    from chalicelib.ingest import engine
 
     store = client.vector_stores.create(name="zombie")
     file_id = attach_small(client, store.id, "z.txt", "A worker that wakes up too late.")
-    # attempts above what the background worker may claim, so only this test claims it.
+    # attempts above what housekeeping may claim, so only this test claims it.
     blocked = api_settings.processing_max_attempts
     set_row(api_settings, store.id, file_id, attempts=blocked, lease_sql=None)
+    settings = dataclasses.replace(api_settings, processing_lease_s=0.0, processing_max_attempts=blocked + 1)
     with connect(api_settings) as conn:
-        attempt = processing.claim(conn, TENANT, store.id, file_id, lease_s=0.0, max_attempts=blocked + 1)
-        assert attempt == blocked + 1
+        (message,) = engine.start(conn, settings, TENANT, store.id, [file_id])
+        received = datetime.now(timezone.utc)
+        assert message.version == blocked + 1
         time.sleep(0.01)  # the zero-second lease is now past
-        processing.settle(conn, max_attempts=blocked + 1, tenant_id=TENANT, store_id=store.id)
+        attachments.settle(conn, max_attempts=blocked + 1, tenant_id=TENANT, store_id=store.id)
         assert row(api_settings, store.id, file_id)[0] == "failed"
-        result = process_claimed(conn, TENANT, vector_stores.get(conn, TENANT, store.id), file_id, attempt=attempt,
-                                 embedder=hashing_embedder)
-    assert result.status == "superseded"
+        delivery = Delivery(settings=settings, dispatcher=LocalDispatcher(settings, threads=0), arrived_at=received,
+                            inline=True)
+        with pytest.raises(engine.VersionFailedError):
+            engine.stage(conn, delivery, hashing_embedder, message)
     got = client.vector_stores.files.retrieve(file_id, vector_store_id=store.id)
     assert got.status == "failed" and got.last_error.code == "server_error"
     assert chunk_count(api_settings, store.id, file_id) == 0
@@ -183,8 +194,8 @@ def test_zombie_worker_cannot_overwrite_a_settled_file(client, api_settings, has
 
 @pytest.fixture()
 def claimable(client, api_settings):
-    """A store of 20 attachments reset to ``in_progress`` with ``attempts = processing_max_attempts`` and no lease:
-    claimable by this test's claimers (``max_attempts`` above that) but never by the server's background worker
+    """A store of 20 attachments reset to ``in_progress`` with ``attempts = processing_max_attempts`` and an expired
+    lease: claimable by this test's claimers (``max_attempts`` above that) but never by the server's housekeeping
     or settled by reads. Yields ``(store_id, file_ids, max_attempts)``; the store is deleted afterwards."""
     store = client.vector_stores.create(name="claims")
     file_ids = [client.files.create(file=(f"c{i}.txt", f"claim {i}".encode()), purpose="assistants").id
@@ -193,30 +204,32 @@ def claimable(client, api_settings):
     assert batch.file_counts.completed == 20
     blocked = api_settings.processing_max_attempts
     with connect(api_settings) as conn:
-        conn.execute("UPDATE vector_store_files SET status = 'in_progress', attempts = %s, lease_expires_at = NULL "
-                     "WHERE vector_store_id = %s", (blocked, store.id))
+        conn.execute("UPDATE vector_store_files SET status = 'in_progress', attempts = %s, "
+                     "lease_expires_at = now() - interval '1 second' WHERE vector_store_id = %s", (blocked, store.id))
     yield store.id, set(file_ids), blocked + 10
     client.vector_stores.delete(store.id)
 
 
-def test_claim_next_skips_rows_another_claimer_holds(api_settings, claimable):
+def _claim_stuck(conn, max_attempts: int, limit: int = 1) -> list[tuple[str, str, str, int]]:
+    return ingest_jobs.claim_stuck(conn, lease_s=300, max_attempts=max_attempts, stall_s=0, limit=limit,
+                                   tenant_id=TENANT)
+
+
+def test_claim_stuck_skips_rows_another_claimer_holds(api_settings, claimable):
     store_id, file_ids, max_attempts = claimable
     first, second = connect(api_settings), connect(api_settings)
     try:
         with first.transaction():
-            held = processing.claim_next(first, lease_s=300, max_attempts=max_attempts)
-            assert held is not None and held.vector_store_id == store_id and held.file_id in file_ids
-            assert held.tenant_id == TENANT and held.chunking_strategy["type"] == "static"
+            (held,) = _claim_stuck(first, max_attempts)
+            assert held[1] == store_id and held[2] in file_ids and held[0] == TENANT
             # While the first claim is uncommitted its row is locked: the second claimer skips it at once.
             started = time.monotonic()
-            other = processing.claim_next(second, lease_s=300, max_attempts=max_attempts)
+            (other,) = _claim_stuck(second, max_attempts)
             assert time.monotonic() - started < 5
-            assert other is not None and other.file_id != held.file_id
+            assert other[2] != held[2]
         # Committed: the lease now keeps everyone else off both rows.
-        assert processing.claim(second, TENANT, store_id, held.file_id, lease_s=300,
-                                max_attempts=max_attempts) is None
-        assert processing.claim(first, TENANT, store_id, other.file_id, lease_s=300,
-                                max_attempts=max_attempts) is None
+        assert attachments.claim(second, TENANT, store_id, held[2], lease_s=300, max_attempts=max_attempts) is None
+        assert attachments.claim(first, TENANT, store_id, other[2], lease_s=300, max_attempts=max_attempts) is None
     finally:
         first.close()
         second.close()
@@ -229,12 +242,12 @@ def test_claim_blocks_then_refuses_a_row_being_claimed(api_settings, claimable):
     outcome: dict[str, Any] = {}
     try:
         with first.transaction():
-            assert processing.claim(first, TENANT, store_id, target, lease_s=300,
-                                    max_attempts=max_attempts) == max_attempts - 10 + 1
+            assert attachments.claim(first, TENANT, store_id, target, lease_s=300,
+                                     max_attempts=max_attempts) == max_attempts - 10 + 1
 
             def contend() -> None:
-                outcome["attempt"] = processing.claim(second, TENANT, store_id, target, lease_s=300,
-                                                      max_attempts=max_attempts)
+                outcome["attempt"] = attachments.claim(second, TENANT, store_id, target, lease_s=300,
+                                                       max_attempts=max_attempts)
 
             thread = threading.Thread(target=contend, daemon=True)
             thread.start()
@@ -244,10 +257,10 @@ def test_claim_blocks_then_refuses_a_row_being_claimed(api_settings, claimable):
         assert not thread.is_alive() and outcome["attempt"] is None
         # Out of attempts, or not in_progress: nobody can claim.
         other = sorted(file_ids)[1]
-        assert processing.claim(first, TENANT, store_id, other, lease_s=300, max_attempts=max_attempts - 10) is None
+        assert attachments.claim(first, TENANT, store_id, other, lease_s=300, max_attempts=max_attempts - 10) is None
         first.execute("UPDATE vector_store_files SET status = 'completed' WHERE vector_store_id = %s "
                       "AND file_id = %s", (store_id, other))
-        assert processing.claim(first, TENANT, store_id, other, lease_s=300, max_attempts=max_attempts) is None
+        assert attachments.claim(first, TENANT, store_id, other, lease_s=300, max_attempts=max_attempts) is None
     finally:
         first.close()
         second.close()
@@ -263,9 +276,8 @@ def test_concurrent_claimers_never_share_a_file(api_settings, claimable):
         try:
             with connect(api_settings) as conn:
                 barrier.wait(10)
-                while (job := processing.claim_next(conn, lease_s=300, max_attempts=max_attempts)) is not None:
-                    if job.vector_store_id == store_id:
-                        mine.append(job.file_id)
+                while rows := _claim_stuck(conn, max_attempts):
+                    mine.extend(row[2] for row in rows if row[1] == store_id)
         except BaseException as exc:
             errors.append(exc)
 

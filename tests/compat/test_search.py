@@ -197,7 +197,7 @@ def test_bad_and_foreign_store_ids(client, make_client, corpus):
 
 
 def test_expired_store(client, api_settings):
-    from chalicelib.ingest.worker import housekeeping
+    from chalicelib.jobs import runner
     from chalicelib.store.db import connect
 
     store = client.vector_stores.create(name="expiring", expires_after={"anchor": "last_active_at", "days": 1})
@@ -217,10 +217,11 @@ def test_expired_store(client, api_settings):
     # Reads do not revive it.
     assert client.vector_stores.retrieve(store.id).status == "expired"
     # Housekeeping keeps it for the retention period, then deletes it.
-    housekeeping(api_settings)
+    runner.run_job(api_settings, "expire_vector_stores", force=True)
     assert client.vector_stores.retrieve(store.id).status == "expired"
-    removed = housekeeping(dataclasses.replace(api_settings, expired_retention_s=0))
-    assert removed["expired_stores"] >= 1
+    removed = runner.run_job(dataclasses.replace(api_settings, expired_retention_s=0), "expire_vector_stores",
+                             force=True)
+    assert removed.counts["expired_stores"] >= 1
     with pytest.raises(openai.NotFoundError):
         client.vector_stores.retrieve(store.id)
     assert client.files.retrieve(attached.id).id == attached.id  # the File outlives the store

@@ -122,11 +122,11 @@ def test_completed_upload_takes_no_more_parts(client):
 
 
 def test_parts_are_deleted_once_final(client, api_settings):
-    from chalicelib.store.blobs import blob_store
+    from chalicelib import deps
 
     upload = client.uploads.create(bytes=3, filename="x.txt", mime_type="text/plain", purpose="assistants")
     part = client.uploads.parts.create(upload.id, data=b"abc")
-    blobs = blob_store(api_settings)
+    blobs = deps.blob_store(api_settings)
     key = f"acme/uploads/{upload.id}/{part.id}"
     assert blobs.get(key) == b"abc"
     client.uploads.complete(upload.id, part_ids=[part.id])
@@ -232,9 +232,9 @@ def test_expired_upload(client, api_settings):
     with pytest.raises(openai.BadRequestError):
         client.uploads.complete(upload.id, part_ids=[part.id])
     with _owner_conn(api_settings) as conn:
-        from chalicelib.store.blobs import blob_store
+        from chalicelib import deps
 
-        assert uploads.sweep_expired(conn, blob_store(api_settings)) >= 1
+        assert uploads.sweep_expired(conn, deps.blob_store(api_settings)) >= 1
         assert conn.execute("SELECT count(*) FROM upload_parts WHERE upload_id = %s", (upload.id,)).fetchone()[0] == 0
 
 

@@ -13,9 +13,11 @@ from typing import Any, Callable
 import boto3
 import pytest
 
-from chalicelib import deps
-from chalicelib.events import aws
-from chalicelib.events.queues import EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, INGEST_QUEUE
+from chalicelib import aws, deps
+from chalicelib.dispatch.table import queue
+
+INGEST_QUEUE, INGEST_DLQ = queue("ingest").name, queue("ingest").dlq
+EMBED_QUEUE, EMBED_DLQ = queue("embed").name, queue("embed").dlq
 
 BUCKET = "engram-drop"
 REGION = "us-east-1"
@@ -181,9 +183,6 @@ def harness(aws_env, pipeline_settings, tenants, hashing_embedder):
         try:
             yield h
         finally:
-            deps.set_embedder(None)
-            deps.set_settings(None)
+            deps.reset()
             aws.reset()
             close_pools()
-            from chalicelib.store.blobs import blob_store
-            blob_store.cache_clear()

@@ -1,6 +1,6 @@
 """The API when deployed (bucket and ingestion queue set), over real HTTP with the official SDK: uploads are kept in
 S3, large attachments go through the ingestion queue instead of local threads. And the scheduled handlers:
-stuck files retried through the queue or failed, orphaned S3 objects removed, memory jobs run."""
+stuck files retried through the queue or failed, orphaned S3 objects removed, the memory lane run and recorded."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import dataclasses
 import openai
 import pytest
 
-from chalicelib.events import scheduled
-from chalicelib.events.queues import EMBED_QUEUE, INGEST_QUEUE
 from chalicelib.store.db import connect
 from tests.events import state
-from tests.events.conftest import BUCKET, REGION
+from tests.events.conftest import BUCKET, EMBED_QUEUE, INGEST_QUEUE, REGION
 
 
 @pytest.fixture()
@@ -97,8 +95,9 @@ def test_housekeeping_retries_stuck_files_through_the_queue_or_fails_them(harnes
     _set_stuck(pipeline_settings, retry["file_id"], attempts_left=True)
     _set_stuck(pipeline_settings, give_up["file_id"], attempts_left=False)
     _set_stuck(pipeline_settings, queued["file_id"], attempts_left=True)
-    counts = app.housekeeping(_schedule_event(), None)
-    assert counts["retried_files"] == 1 and counts["failed_files"] == 1
+    result = app.housekeeping(_schedule_event(), None)
+    assert result["retry_stalled_files"] == {"status": "finished", "counts": {"retried_files": 1}}
+    assert result["settle_files"] == {"status": "finished", "counts": {"failed_files": 1}}
     assert harness.depth(INGEST_QUEUE) == 1
     harness.drain()
     assert state.files(pipeline_settings)[("acme", "stuck", "queued.txt")]["status"] == "completed"
@@ -114,13 +113,13 @@ def test_housekeeping_retries_stuck_files_through_the_queue_or_fails_them(harnes
 def test_orphaned_objects_are_removed_and_referenced_ones_kept(harness, pipeline_settings):
     from chalicelib.events import orphans
     from chalicelib.store import files as file_rows
-    from chalicelib.store.blobs import blob_store
+    from chalicelib import deps
     from chalicelib.store.vector_stores import ensure_tenant
 
     with connect(pipeline_settings) as conn:
         ensure_tenant(conn, "acme")
         kept = file_rows.create_file(conn, "acme", filename="kept.txt", data=b"still referenced",
-                                     blobs=file_rows.content_blobs(blob_store(pipeline_settings)))
+                                     blobs=file_rows.content_blobs(deps.blob_store(pipeline_settings)))
     harness.put("files/acme/file-00000000000000000000orphan", b"its row is gone")
     harness.put("acme/uploads/upload_gone/part_gone", b"its upload is gone")
     harness.put("acme/uploads/notes.txt", b"a drop into a store named uploads: the user's")
@@ -132,26 +131,14 @@ def test_orphaned_objects_are_removed_and_referenced_ones_kept(harness, pipeline
     assert left == {f"files/acme/{kept.id}", "acme/uploads/notes.txt", "acme/docs/dropped.txt"}
 
 
-def test_memory_jobs_run_their_hooks(harness):
+def test_the_memory_lane_runs_its_jobs_once_per_cadence_and_records_them(harness, pipeline_settings):
     import app
 
-    calls = []
-
-    def consolidate(settings):
-        calls.append(settings)
-        return {"consolidated": 3}
-
-    def broken(settings):
-        raise RuntimeError("boom")
-
-    registered = list(scheduled.MEMORY_JOBS)
-    scheduled.register_memory_job(consolidate)
-    scheduled.register_memory_job(broken)
-    try:
-        results = app.memory_jobs(_schedule_event(), None)
-    finally:
-        scheduled.MEMORY_JOBS[:] = registered
-    assert len(calls) == 1
-    assert results[consolidate.__qualname__] == {"consolidated": 3}
-    assert results[broken.__qualname__] == {"error": "boom"}
-    assert results["summarize_conversations"] == {"summaries": 0}  # eager summarization is always registered
+    first = app.memory_jobs(_schedule_event(), None)
+    assert first["summarize_conversations"] == {"status": "finished", "counts": {"summaries": 0}}
+    # A second tick within the cadence finds nothing due: the job is skipped, not run twice.
+    assert app.memory_jobs(_schedule_event(), None)["summarize_conversations"]["status"] == "skipped"
+    with connect(pipeline_settings) as conn:
+        runs = conn.execute("SELECT status, counts, finished_at IS NOT NULL FROM job_runs "
+                            "WHERE job = 'summarize_conversations'").fetchall()
+    assert runs == [("finished", {"summaries": 0}, True)]

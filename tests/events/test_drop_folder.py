@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
-from chalicelib.events.queues import EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, INGEST_QUEUE
 from chalicelib.store.db import connect
 from tests.events import state
-from tests.events.conftest import BUCKET
+from tests.events.conftest import BUCKET, EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, INGEST_QUEUE
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TOTAL_FILES = 50
@@ -52,7 +50,7 @@ def _corpus() -> dict[str, bytes]:
 
 
 def _reference(settings, hashing_embedder, corpus: dict[str, bytes]) -> dict[str, tuple[str, str | None, int]]:
-    """What the proven inline pipeline makes of each file: ``{path: (status, error code, chunk count)}``."""
+    """What the engine makes of each file run inline: ``{path: (status, error code, chunk count)}``."""
     from chalicelib.ingest.pipeline import ingest_bytes
     from chalicelib.store import vector_stores
 
@@ -61,7 +59,8 @@ def _reference(settings, hashing_embedder, corpus: dict[str, bytes]) -> dict[str
         store = vector_stores.create(conn, "reference", name="reference", model=hashing_embedder.model,
                                      dim=hashing_embedder.dimension)
         for path, data in corpus.items():
-            result = ingest_bytes(conn, "reference", store, filename=path, data=data, embedder=hashing_embedder)
+            result = ingest_bytes(conn, settings, "reference", store, filename=path, data=data,
+                                  embedder=hashing_embedder)
             out[path] = (result.status, (result.error or {}).get("code"), result.chunk_count)
     return out
 

@@ -9,9 +9,8 @@ import pytest
 
 from chalicelib import deps
 from chalicelib.embed.openai_http import OpenAIEmbedder
-from chalicelib.events.queues import EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ
 from tests.events import state
-from tests.events.conftest import MAX_RECEIVES
+from tests.events.conftest import EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, MAX_RECEIVES
 from tests.fakes.embedding_server import FakeEmbeddingServer
 
 RETRIES = 2  # the embedder's own retries per call (so one call = 3 HTTP requests)

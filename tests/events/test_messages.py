@@ -8,7 +8,12 @@ import json
 import pytest
 
 from chalicelib.errors import InvalidRequestError
-from chalicelib.events import messages, s3_keys, sidecar
+from chalicelib import dispatch
+from chalicelib.dispatch.table import MESSAGES, QUEUES, queue_for
+from chalicelib.entrypoints import resolve
+from chalicelib.events import notifications, s3_keys, sidecar
+from chalicelib.events.consumer import decode_body
+from chalicelib.ingest.messages import BatchMessage, FileMessage
 
 
 def _s3_body(key: str, **obj) -> str:
@@ -18,7 +23,7 @@ def _s3_body(key: str, **obj) -> str:
 
 
 def test_keys_are_url_decoded_like_s3_sends_them():
-    [record] = messages.decode_ingest(_s3_body("acme/My+Store/reports%2F2024/Q1+plan%C3%A9.txt", size=5,
+    [record] = decode_body(_s3_body("acme/My+Store/reports%2F2024/Q1+plan%C3%A9.txt", size=5,
                                                eTag="abc", sequencer="00A1"))
     assert record.key == "acme/My Store/reports/2024/Q1 plané.txt"
     key = s3_keys.parse(record.key)
@@ -45,31 +50,44 @@ def test_sidecar_key_names_its_file():
 
 
 def test_sequencers_compare_after_right_padding():
-    assert messages.compare_sequencers("0055AED6DCD90281E5", "0055AED6DCD90281E6") == -1
-    assert messages.compare_sequencers("0055AED6DCD9028", "0055AED6DCD90281E5") == -1  # padded with zeros
-    assert messages.compare_sequencers("0055aed6", "0055AED6") == 0
-    assert messages.compare_sequencers("0056", "0055FFFF") == 1
+    assert notifications.compare_sequencers("0055AED6DCD90281E5", "0055AED6DCD90281E6") == -1
+    assert notifications.compare_sequencers("0055AED6DCD9028", "0055AED6DCD90281E5") == -1  # padded with zeros
+    assert notifications.compare_sequencers("0055aed6", "0055AED6") == 0
+    assert notifications.compare_sequencers("0056", "0055FFFF") == 1
 
 
 def test_test_event_and_sns_wrapping_and_our_messages():
-    assert isinstance(messages.decode_ingest(json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent",
-                                                         "Bucket": "b"})), messages.TestEvent)
+    assert isinstance(decode_body(json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"})),
+                      notifications.TestEvent)
     wrapped = json.dumps({"Type": "Notification", "Message": _s3_body("acme/s/x.txt")})
-    assert messages.decode_ingest(wrapped)[0].key == "acme/s/x.txt"
-    file_message = messages.FileMessage("acme", "vs_1", "file-1", 3)
-    assert messages.decode_ingest(file_message.to_body()) == file_message
-    batch_message = messages.BatchMessage("acme", "vs_1", "file-1", 3, 7)
-    assert messages.decode_batch(batch_message.to_body()) == batch_message
-    assert len(batch_message.to_body()) < 300  # ids only
-    for body in ("not json", "[]", json.dumps({"type": "ingest.file"}), json.dumps({"hello": 1})):
-        with pytest.raises(messages.MessageError):
-            messages.decode_ingest(body)
+    assert decode_body(wrapped)[0].key == "acme/s/x.txt"
+    file_message = FileMessage("acme", "vs_1", "file-1", 3)
+    assert decode_body(dispatch.encode(file_message)) == file_message
+    batch_message = BatchMessage("acme", "vs_1", "file-1", 3, 7)
+    assert decode_body(dispatch.encode(batch_message)) == batch_message
+    assert len(dispatch.encode(batch_message)) < 300  # ids only
+    bad = ("not json", "[]", json.dumps({"type": "ingest.file"}), json.dumps({"hello": 1}),
+           json.dumps({"type": "embed.batch", "v": 1, "tenant": "a", "vector_store_id": "vs_1", "file_id": "f",
+                       "version": "x", "batch": 0}),
+           json.dumps({"type": "ingest.file", "v": 2, "tenant": "a", "vector_store_id": "v", "file_id": "f",
+                       "version": 1}))
+    for body in bad:
+        with pytest.raises(dispatch.MessageError):
+            decode_body(body)
+
+
+def test_every_message_row_resolves_and_names_a_queue():
+    for kind, row in MESSAGES.items():
+        assert row.message_class().kind == kind
+        assert callable(resolve(row.handler)) and callable(resolve(row.give_up))
+        assert queue_for(kind) in QUEUES
+    assert len({q.name for q in QUEUES}) == len(QUEUES) and len({q.function for q in QUEUES}) == len(QUEUES)
 
 
 def test_removal_events():
     body = json.loads(_s3_body("acme/s/x.txt"))
     body["Records"][0]["eventName"] = "ObjectRemoved:Delete"
-    [record] = messages.decode_ingest(json.dumps(body))
+    [record] = decode_body(json.dumps(body))
     assert record.is_removed and not record.is_created
 
 

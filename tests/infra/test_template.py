@@ -100,7 +100,7 @@ def test_the_code_package_holds_our_code_only(code_zip: zipfile.ZipFile) -> None
     # Lambda runs the startup script directly: it must be executable and start H2's streaming front.
     script = code_zip.getinfo("streaming-front.sh")
     assert (script.external_attr >> 16) & 0o111
-    assert b"python3 -m chalicelib.responses.streaming_front --port" in code_zip.read(script)
+    assert b"python3 -m chalicelib.api.streaming_front --port" in code_zip.read(script)
 
 
 def test_the_layer_and_the_api_import_no_model_libraries() -> None:

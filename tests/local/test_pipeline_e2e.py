@@ -59,7 +59,7 @@ def nfcorpus_files(folder: Path, count: int, docs_per_file: int = 1, skip: int =
 def pipeline(settings, monkeypatch):
     """``start(**env)`` → the local stack for this module's database with the pump not yet running; the environment
     (and whatever the stack exported) is restored afterwards."""
-    from chalicelib.events import aws
+    from chalicelib import aws
     from chalicelib.store.db import close_pools, connect
     from chalicelib.store.vector_stores import ensure_tenant
     from engram_cli.local import run

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from chalicelib.responses import streaming_front
+from chalicelib.api import streaming_front
 from tests.fakes.chat_server import error, text
 
 # Seconds after which a held model reply is released even if the client never saw its first delta.

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from chalicelib.events import scheduled
+from chalicelib.jobs import runner
 from chalicelib.responses import history, store, summarize
 from chalicelib.store.db import connect
 from tests.fakes.chat_server import text
@@ -89,8 +89,8 @@ def test_eager_pass_precomputes_summaries_for_long_chains(client, fake, api_sett
                                            previous_response_id=previous).id
     eager = dataclasses.replace(api_settings, summary_threshold_tokens=60, summary_keep_turns=1)
     fake.clear()
-    # The hourly memory_jobs handler runs the eager pass: ours, and any long chain an earlier test left.
-    computed = scheduled.memory_jobs(eager)["summarize_conversations"]["summaries"]
+    # The memory lane runs the eager pass: ours, and any long chain an earlier test left.
+    computed = runner.run_lane(eager, "memory_jobs")["summarize_conversations"].counts["summaries"]
     assert computed >= 1 and [_is_summary_request(r) for r in fake.requests] == [True] * computed
     assert summarize.precompute_summaries(eager, limit=10) == 0  # nothing left to do
     with connect(api_settings) as conn:

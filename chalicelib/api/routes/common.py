@@ -9,7 +9,7 @@ import psycopg
 from chalice.app import Response
 
 from chalicelib import deps, ids
-from chalicelib.store import processing
+from chalicelib.store import attachments
 from chalicelib.store import vector_stores
 from chalicelib.store.vector_stores import VectorStore
 
@@ -52,6 +52,6 @@ def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str) -> Vecto
     """
     store = vector_stores.get(conn, tenant_id, vs_id)
     config = deps.current_settings()
-    processing.settle(conn, max_attempts=config.processing_max_attempts, tenant_id=tenant_id, store_id=vs_id,
+    attachments.settle(conn, max_attempts=config.processing_max_attempts, tenant_id=tenant_id, store_id=vs_id,
                       unclaimed_after_s=config.unclaimed_after_s)
     return store

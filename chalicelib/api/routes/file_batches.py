@@ -13,7 +13,7 @@ from chalicelib.api.routes.vector_store_files import STATUSES
 from chalicelib.api.schemas import CreateFileBatch
 from chalicelib.errors import InvalidRequestError
 from chalicelib.store import batches
-from chalicelib.store import files as file_rows
+from chalicelib.store import attachments
 from chalicelib.store import vector_stores
 
 bp = Blueprint(__name__)
@@ -58,7 +58,8 @@ def create_file_batch(vector_store_id: str) -> Response:
             attach.attach_all(conn, tenant, store.id, prepared)
             batch = batches.create(conn, tenant, store.id, [p.file.id for p in prepared])
         vector_stores.touch(conn, tenant, [store.id])
-        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(), embedder=embedder)
+        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
+                                dispatcher=deps.dispatcher())
         return _object(conn, tenant, batches.get(conn, tenant, store.id, batch.id))
 
 
@@ -90,6 +91,6 @@ def list_file_batch_files(vector_store_id: str, batch_id: str) -> dict:
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))
         batches.get(conn, tenant, vector_store_id, _batch_id(batch_id))
-        rows, has_more = file_rows.list_store_files_page(conn, tenant, vector_store_id, page, status=status,
+        rows, has_more = attachments.list_page(conn, tenant, vector_store_id, page, status=status,
                                                          batch_id=batch_id)
     return objects.cursor_page([objects.store_file_object(r) for r in rows], has_more)

@@ -13,7 +13,7 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
-from chalicelib.store.blobs import blob_store
+from chalicelib import deps
 
 bp = Blueprint(__name__)
 
@@ -49,7 +49,7 @@ def create_file() -> Response:
                                    param="file")
     with tenant_db() as conn:
         row = file_rows.create_file(conn, current_tenant(), filename=filename, data=upload.data, purpose=purpose,
-                                    expires_in_s=expires_in, blobs=file_rows.content_blobs(blob_store(config)))
+                                    expires_in_s=expires_in, blobs=file_rows.content_blobs(deps.blob_store(config)))
     return respond(objects.file_object(row))
 
 

@@ -2,7 +2,7 @@
 
 ``stream: true`` answers ``text/event-stream`` with every event at once: API Gateway's REST integration cannot
 stream, and the SDK parses the body the same way. Incremental streaming is the streaming front's job
-(:mod:`chalicelib.responses.streaming_front`).
+(:mod:`chalicelib.api.streaming_front`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.upload_schemas import MAX_FILENAME_CHARS, CompleteUpload, CreateUpload
 from chalicelib.errors import InvalidRequestError
 from chalicelib.store import uploads
-from chalicelib.store.blobs import blob_store
+from chalicelib import deps
 
 bp = Blueprint(__name__)
 
@@ -84,7 +84,7 @@ def add_upload_part(upload_id: str) -> Response:
         raise InvalidRequestError("Missing required parameter: 'data'.", param="data")
     checked = _upload_id(upload_id)
     with tenant_db() as conn:
-        row = uploads.add_part(conn, blob_store(deps.current_settings()), current_tenant(), checked, part.data)
+        row = uploads.add_part(conn, deps.blob_store(), current_tenant(), checked, part.data)
     return respond(part_object(row))
 
 
@@ -100,7 +100,7 @@ def complete_upload(upload_id: str) -> Response:
     part_ids = [ids.validate_id(p, ids.UPLOAD_PART, param=f"part_ids[{i}]") for i, p in enumerate(body.part_ids)]
     checked = _upload_id(upload_id)
     with tenant_db() as conn:
-        upload = uploads.complete(conn, blob_store(deps.current_settings()), current_tenant(), checked, part_ids,
+        upload = uploads.complete(conn, deps.blob_store(), current_tenant(), checked, part_ids,
                                   md5=body.md5)
     return respond(upload_object(upload))
 
@@ -115,5 +115,5 @@ def cancel_upload(upload_id: str) -> Response:
     """
     checked = _upload_id(upload_id)
     with tenant_db() as conn:
-        upload = uploads.cancel(conn, blob_store(deps.current_settings()), current_tenant(), checked)
+        upload = uploads.cancel(conn, deps.blob_store(), current_tenant(), checked)
     return respond(upload_object(upload))

@@ -11,6 +11,7 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.errors import EngramError
+from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 
@@ -40,8 +41,9 @@ def create_vector_store_file(vector_store_id: str) -> Response:
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared)
         vector_stores.touch(conn, tenant, [store.id])
-        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(), embedder=embedder)
-        return _object(file_rows.get_store_file(conn, tenant, store.id, body.file_id))
+        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
+                                dispatcher=deps.dispatcher())
+        return _object(attachments.get(conn, tenant, store.id, body.file_id))
 
 
 @bp.route("/vector_stores/{vector_store_id}/files", methods=["GET"])
@@ -53,7 +55,7 @@ def list_vector_store_files(vector_store_id: str) -> dict:
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))
-        rows, has_more = file_rows.list_store_files_page(conn, tenant, vector_store_id, page, status=status)
+        rows, has_more = attachments.list_page(conn, tenant, vector_store_id, page, status=status)
     return objects.cursor_page([objects.store_file_object(r) for r in rows], has_more)
 
 
@@ -63,7 +65,7 @@ def retrieve_vector_store_file(vector_store_id: str, file_id: str) -> Response: 
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))
-        return _object(file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id)))
+        return _object(attachments.get(conn, tenant, vector_store_id, _file(file_id)))
 
 
 def _file(value: str) -> str:
@@ -78,7 +80,7 @@ def update_vector_store_file(vector_store_id: str, file_id: str) -> Response:
     tenant = current_tenant()
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
-        row = file_rows.update_attributes(conn, tenant, vector_store_id, _file(file_id), body.attributes or {})
+        row = attachments.update_attributes(conn, tenant, vector_store_id, _file(file_id), body.attributes or {})
         return _object(row)
 
 
@@ -92,8 +94,8 @@ def delete_vector_store_file(vector_store_id: str, file_id: str) -> dict:
     tenant = current_tenant()
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
-        file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id))
-        file_rows.detach(conn, tenant, vector_store_id, file_id)
+        attachments.get(conn, tenant, vector_store_id, _file(file_id))
+        attachments.detach(conn, tenant, vector_store_id, file_id)
     return objects.deleted(file_id, "vector_store.file.deleted")
 
 
@@ -106,7 +108,7 @@ def vector_store_file_content(vector_store_id: str, file_id: str) -> dict:
     tenant = current_tenant()
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
-        row = file_rows.get_store_file(conn, tenant, vector_store_id, _file(file_id))
+        row = attachments.get(conn, tenant, vector_store_id, _file(file_id))
         data = file_rows.get_content(conn, tenant, file_id) if row.status == "completed" else None
     items = []
     if data is not None:

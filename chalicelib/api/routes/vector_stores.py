@@ -8,7 +8,8 @@ from chalice import Blueprint
 from chalice.app import Response
 
 from chalicelib import deps
-from chalicelib.api import objects, observability, request
+from chalicelib import observability
+from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
@@ -44,7 +45,8 @@ def create_vector_store() -> Response:
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
                 metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
             attach.attach_all(conn, tenant, store.id, prepared)
-        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(), embedder=embedder)
+        attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
+                                dispatcher=deps.dispatcher())
         return _object(conn, tenant, vector_stores.get(conn, tenant, store.id))
 
 

@@ -26,14 +26,14 @@ Serving it:
   ``AWS_LWA_READINESS_CHECK_PATH=/health`` and the handler set to an executable script in the package root::
 
       #!/bin/bash
-      cd "$LAMBDA_TASK_ROOT" && exec python -m chalicelib.responses.streaming_front --port "${AWS_LWA_PORT:-8080}"
+      cd "$LAMBDA_TASK_ROOT" && exec python -m chalicelib.api.streaming_front --port "${AWS_LWA_PORT:-8080}"
 
   (the adapter waits for ``/health``, then forwards each invocation as an HTTP request). The function URL's
   ``AuthType`` can be ``NONE`` because every request is authenticated here by its API key. The function's timeout
   (at most 900 s) bounds one streamed response. Clients use the function URL plus ``/v1`` as ``base_url`` for
   ``responses.create(stream=True)`` / ``responses.stream(...)`` and the API Gateway URL for everything else (or
   one CloudFront distribution routing ``POST /v1/responses`` to the function URL).
-- Anywhere else: ``python -m chalicelib.responses.streaming_front --host 0.0.0.0 --port 8080`` (stdlib ``wsgiref``
+- Anywhere else: ``python -m chalicelib.api.streaming_front --host 0.0.0.0 --port 8080`` (stdlib ``wsgiref``
   with one thread per connection), or any WSGI server that does not buffer (``application`` is standard WSGI).
 - Locally: ``engram serve`` hands ``POST /v1/responses`` with ``"stream": true`` to :func:`handle` and writes the
   events with chunked transfer encoding on the same port as the rest of the API (see ``engram_cli/server.py``).
@@ -229,7 +229,7 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m chalicelib.responses.streaming_front [--host H] [--port P]``."""
+    """``python -m chalicelib.api.streaming_front [--host H] [--port P]``."""
     parser = argparse.ArgumentParser(description="Engram's streaming front for POST /v1/responses.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 in Lambda/containers)")
     parser.add_argument("--port", type=int, default=8080, help="TCP port (the Lambda Web Adapter's AWS_LWA_PORT)")

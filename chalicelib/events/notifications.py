@@ -1,18 +1,10 @@
-"""The messages on Engram's queues, decoded and encoded in one place.
-
-Ingestion queue (``engram-ingest``) bodies are one of:
+"""S3 event notifications, as they arrive on the ingestion queue next to Engram's own messages
+(:mod:`chalicelib.dispatch`):
 
 - an S3 event notification ``{"Records": [{"eventName", "eventTime", "s3": {"bucket": {"name"}, "object": {"key",
   "size", "eTag", "sequencer"}}}, ...]}`` ("Event message structure", Amazon S3 User Guide), also when wrapped in
   an SNS notification ``{"Type": "Notification", "Message": "<that JSON>"}``;
-- S3's ``{"Event": "s3:TestEvent", ...}``, sent once when a notification is configured (ignored);
-- Engram's own :class:`FileMessage` ``{"type": "ingest.file", "v": 1, "tenant", "vector_store_id", "file_id",
-  "version"}``: process an attached file whose ``version`` was already claimed (API attachments, housekeeping
-  retries).
-
-Embedding queue (``engram-embed``) bodies are :class:`BatchMessage` ``{"type": "embed.batch", "v": 1, "tenant",
-"vector_store_id", "file_id", "version", "batch"}`` — ids only; the chunk texts stay in Postgres (SQS caps a message
-at 256 KB). A few hundred bytes each.
+- S3's ``{"Event": "s3:TestEvent", ...}``, sent once when a notification is configured (ignored).
 """
 
 from __future__ import annotations
@@ -22,53 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from chalicelib.dispatch.port import MessageError
 from chalicelib.events import s3_keys
 
-FILE_MESSAGE = "ingest.file"
-BATCH_MESSAGE = "embed.batch"
-SCHEMA_VERSION = 1
 TEST_EVENT = "s3:TestEvent"
 # S3 event names (without the "s3:" prefix) that mean the object's bytes changed or it is gone; other events
 # (tagging, ACL, restore, replication) leave the ingested file as it is.
 _CREATED = "ObjectCreated:"
 _REMOVED = ("ObjectRemoved:", "LifecycleExpiration:")
-
-
-class MessageError(ValueError):
-    """A body that is none of the shapes above (it is reported failed, so it ends in the dead-letter queue)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FileMessage:
-    """Process version ``version`` (already claimed) of ``file_id`` in ``vector_store_id``."""
-
-    tenant: str
-    vector_store_id: str
-    file_id: str
-    version: int
-
-    def to_body(self) -> str:
-        """The JSON body sent to the ingestion queue."""
-        return json.dumps({"type": FILE_MESSAGE, "v": SCHEMA_VERSION, "tenant": self.tenant,
-                           "vector_store_id": self.vector_store_id, "file_id": self.file_id,
-                           "version": self.version})
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMessage:
-    """Embed batch ``batch`` (0-based) of version ``version`` of a file."""
-
-    tenant: str
-    vector_store_id: str
-    file_id: str
-    version: int
-    batch: int
-
-    def to_body(self) -> str:
-        """The JSON body sent to the embedding queue."""
-        return json.dumps({"type": BATCH_MESSAGE, "v": SCHEMA_VERSION, "tenant": self.tenant,
-                           "vector_store_id": self.vector_store_id, "file_id": self.file_id,
-                           "version": self.version, "batch": self.batch})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,42 +61,20 @@ class TestEvent:
     bucket: str | None
 
 
-def decode_ingest(body: str) -> FileMessage | TestEvent | list[S3Record]:
-    """Decode an ingestion-queue body.
+def decode(data: dict[str, Any]) -> TestEvent | list[S3Record] | None:
+    """The S3 notification a parsed body holds (unwrapping SNS), or None when it is not one (then it is one of
+    Engram's own messages).
 
     Raises:
-        MessageError: not JSON, or none of the known shapes.
+        MessageError: a notification whose records are malformed.
     """
-    data = _json(body)
     if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
         data = _json(data["Message"])
     if data.get("Event") == TEST_EVENT:
         return TestEvent(bucket=data.get("Bucket"))
-    if data.get("type") == FILE_MESSAGE:
-        try:
-            return FileMessage(tenant=str(data["tenant"]), vector_store_id=str(data["vector_store_id"]),
-                               file_id=str(data["file_id"]), version=int(data["version"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MessageError(f"malformed {FILE_MESSAGE} message: {exc}") from None
     if isinstance(data.get("Records"), list):
         return [_s3_record(r) for r in data["Records"]]
-    raise MessageError("not an S3 event notification, an s3:TestEvent or an ingest.file message")
-
-
-def decode_batch(body: str) -> BatchMessage:
-    """Decode an embedding-queue body.
-
-    Raises:
-        MessageError: not an ``embed.batch`` message.
-    """
-    data = _json(body)
-    if data.get("type") != BATCH_MESSAGE:
-        raise MessageError(f"not an {BATCH_MESSAGE} message")
-    try:
-        return BatchMessage(tenant=str(data["tenant"]), vector_store_id=str(data["vector_store_id"]),
-                            file_id=str(data["file_id"]), version=int(data["version"]), batch=int(data["batch"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise MessageError(f"malformed {BATCH_MESSAGE} message: {exc}") from None
+    return None
 
 
 def compare_sequencers(a: str, b: str) -> int:
@@ -160,9 +91,9 @@ def _json(body: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (TypeError, ValueError):
-        raise MessageError("the body is not JSON") from None
+        raise MessageError("the SNS message is not JSON") from None
     if not isinstance(data, dict):
-        raise MessageError("the body is not a JSON object")
+        raise MessageError("the SNS message is not a JSON object")
     return data
 
 

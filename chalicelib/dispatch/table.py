@@ -1,0 +1,132 @@
+"""The message table: every queue and every kind of message, as data.
+
+A queue row says what AWS (``infra/``), the local moto stack, the event pump and ``app.py`` must agree on: its
+name and dead-letter queue, the setting that names it in a deployment, the Lambda function consuming it and that
+function's batching. A message row says which class a kind of message decodes into, which queue carries it, which
+function handles it and which records a final failure. Functions and classes are named by dotted path
+(``module:attribute``) and imported on first use, so reading the table costs nothing at a Lambda cold start and no
+module registers itself at import.
+
+Adding a kind of message is one row here plus its handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from chalicelib.config import Settings, env_name
+from chalicelib.dispatch.port import Delivery, Message
+from chalicelib.entrypoints import resolve
+
+__all__ = ["MESSAGES", "QUEUES", "MessageType", "QueueSpec", "handle", "queue", "queue_for"]
+
+logger = logging.getLogger("engram.dispatch")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """One SQS queue.
+
+    Attributes:
+        role: short name (``ingest``, ``embed``) used by the local stack and the CLI (``engram redrive --queue``).
+        name: the queue's name in AWS and in the local stack; ``dlq`` its dead-letter queue's.
+        setting: the :class:`~chalicelib.config.Settings` field holding its name or URL in a deployment.
+        function: the ``app.py`` handler (one Lambda function) that consumes it.
+        batch_size: records per invocation; ``batching_window_s`` seconds Lambda may wait to fill a batch.
+        s3_events: the drop bucket's notifications arrive on this queue too.
+    """
+
+    role: str
+    name: str
+    dlq: str
+    setting: str
+    function: str
+    batch_size: int
+    batching_window_s: int = 0
+    s3_events: bool = False
+
+    @property
+    def env(self) -> str:
+        """The environment variable naming the queue in a deployment (e.g. ``ENGRAM_INGEST_QUEUE``)."""
+        return env_name(self.setting)
+
+    def configured(self, settings: Settings) -> str | None:
+        """The queue's name or URL in ``settings`` (None: not deployed with this queue)."""
+        return getattr(settings, self.setting)
+
+
+QUEUES: tuple[QueueSpec, ...] = (
+    QueueSpec(role="ingest", name="engram-ingest", dlq="engram-ingest-dlq", setting="ingest_queue",
+              function="ingest", batch_size=10, batching_window_s=1, s3_events=True),
+    QueueSpec(role="embed", name="engram-embed", dlq="engram-embed-dlq", setting="embed_queue",
+              function="embed", batch_size=4),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageType:
+    """One kind of message: ``kind`` (the body's ``type``), its dataclass, the queue ``role`` carrying it, the
+    ``handler`` (``(message, Delivery) -> str`` outcome) and ``give_up`` (``(message, Delivery, error) -> None``,
+    called when the last allowed delivery failed, before the message goes to the dead-letter queue)."""
+
+    kind: str
+    message: str
+    queue: str
+    handler: str
+    give_up: str
+
+    def message_class(self) -> type[Message]:
+        """The message's dataclass."""
+        return resolve(self.message)
+
+
+MESSAGES: dict[str, MessageType] = {row.kind: row for row in (
+    MessageType(kind="ingest.file", message="chalicelib.ingest.messages:FileMessage", queue="ingest",
+                handler="chalicelib.ingest.engine:handle_file", give_up="chalicelib.ingest.engine:give_up"),
+    MessageType(kind="embed.batch", message="chalicelib.ingest.messages:BatchMessage", queue="embed",
+                handler="chalicelib.ingest.engine:handle_batch", give_up="chalicelib.ingest.engine:give_up"),
+)}
+
+
+def queue(role: str) -> QueueSpec:
+    """The queue with ``role`` (``ingest``, ``embed``).
+
+    Raises:
+        KeyError: no such queue.
+    """
+    for spec in QUEUES:
+        if spec.role == role:
+            return spec
+    raise KeyError(role)
+
+
+def queue_for(kind: str) -> QueueSpec:
+    """The queue that carries messages of ``kind``.
+
+    Raises:
+        KeyError: an unknown kind.
+    """
+    return queue(MESSAGES[kind].queue)
+
+
+def handle(message: Message, delivery: Delivery) -> str:
+    """Run ``message``'s handler; returns its outcome. When the handler raises on the last allowed delivery, its
+    ``give_up`` records the failure first, then the error propagates (SQS moves the message to the dead-letter
+    queue; an in-process dispatcher logs it).
+
+    Raises:
+        whatever the handler raises.
+    """
+    entry = MESSAGES[message.kind]
+    handler: Callable[[Message, Delivery], str] = resolve(entry.handler)
+    try:
+        return handler(message, delivery)
+    except Exception as exc:
+        if delivery.last_attempt:
+            try:
+                resolve(entry.give_up)(message, delivery, exc)
+            except Exception:  # the original error is what matters; this one is logged
+                logger.exception("recording the failure of %s failed", message)
+        raise

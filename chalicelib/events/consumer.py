@@ -1,0 +1,81 @@
+"""The SQS consumer every queue's Lambda function runs (``app.py`` generates one per row of
+:data:`chalicelib.dispatch.table.QUEUES`): each record is decoded and handed to its handler.
+
+Per record: an S3 event notification (the ingestion queue also receives the drop bucket's) is applied record by
+record (:func:`chalicelib.events.drop.apply`; ``s3:TestEvent`` is ignored); anything else is one of Engram's
+messages, run through the message table (:func:`chalicelib.dispatch.table.handle`). A record that fails is reported
+in ``batchItemFailures`` and comes back after the visibility timeout; when its last allowed receive fails
+(``Settings.max_receives``), the failure is recorded first (the file shows ``last_error``, or a ``drop_errors`` row
+is left) and SQS moves it to the queue's dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from chalicelib import deps
+from chalicelib.dispatch import table
+from chalicelib.dispatch.port import Delivery, Message, MessageError, decode
+from chalicelib.events import batch, notifications
+
+__all__ = ["decode_body", "handle"]
+
+logger = logging.getLogger("engram.events")
+
+
+def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Process a Lambda SQS event (dict) from any of Engram's queues; returns ``{"batchItemFailures": [...]}``."""
+    return batch.process(event, _record, context)
+
+
+def _record(record: Any) -> None:
+    settings = deps.current_settings()
+    delivery = Delivery(settings=settings, dispatcher=deps.dispatcher(settings),
+                        arrived_at=batch.first_received_at(record),
+                        last_attempt=batch.is_last_receive(record, settings))
+    body = decode_body(record.body)
+    if isinstance(body, notifications.TestEvent):
+        logger.info("ignored s3:TestEvent for bucket %s", body.bucket)
+    elif isinstance(body, list):
+        _drop(body, delivery)
+    else:
+        outcome = table.handle(body, delivery)
+        logger.info("%s: %s", body, outcome)
+
+
+def decode_body(body: str) -> notifications.TestEvent | list[notifications.S3Record] | Message:
+    """What a queue record's body holds: an S3 notification (its records, or a test event), else one of Engram's
+    messages.
+
+    Raises:
+        MessageError: not JSON, not an object, or none of the known shapes (the record ends in the DLQ).
+    """
+    data = _json(body)
+    notification = notifications.decode(data)
+    return notification if notification is not None else decode(data)
+
+
+def _drop(records: list[notifications.S3Record], delivery: Delivery) -> None:
+    from chalicelib.events import drop
+
+    embedder = deps.embedder(delivery.settings)
+    for s3_record in records:
+        try:
+            outcome = drop.apply(delivery, embedder, s3_record)
+        except Exception as exc:
+            if delivery.last_attempt:
+                drop.give_up(delivery.settings, s3_record, exc)
+            raise
+        logger.info("s3://%s/%s %s: %s", s3_record.bucket, s3_record.key, s3_record.event_name, outcome)
+
+
+def _json(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        raise MessageError("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise MessageError("the body is not a JSON object")
+    return data

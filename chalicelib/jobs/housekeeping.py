@@ -1,0 +1,116 @@
+"""The knowledge half's housekeeping, one scheduled job per step (rows of :mod:`chalicelib.jobs.table`). Each runs as
+the owner across tenants (or for the run's tenant), in bounded batches: it stops when its budget runs out and
+returns a cursor, and the next run continues (every step finds its work by a predicate — stuck, expired, orphaned
+— so work done is never found again and a repeated run changes nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from chalicelib.jobs.model import JobContext, JobResult
+
+__all__ = [
+    "JOB_RETENTION_S",
+    "expire_files",
+    "expire_vector_stores",
+    "purge_ingest_versions",
+    "retry_stalled_files",
+    "settle_files",
+    "sweep_orphaned_objects",
+    "sweep_upload_parts",
+]
+
+# Finished ingestion versions are kept as long as a message of theirs may still arrive: SQS keeps a message at most
+# 14 days (MessageRetentionPeriod maximum, Amazon SQS Developer Guide), so a dead-letter message redriven at the
+# last moment still finds its failed version and re-opens it.
+JOB_RETENTION_S = 14 * 86_400.0
+# Rows one step handles per statement; a step repeats statements until it has done everything or its time is up.
+BATCH = 1000
+# Seconds kept in hand after a batch: a batch never starts with less than this left.
+_MARGIN_S = 2.0
+
+
+def retry_stalled_files(ctx: JobContext) -> JobResult:
+    """Re-send ``in_progress`` files whose lease ran out with attempts left (:func:`engine.retry_stalled`)."""
+    from chalicelib import deps
+    from chalicelib.ingest import engine
+
+    dispatcher = deps.dispatcher(ctx.settings)
+    return _batches(ctx, "retried_files", lambda conn: engine.retry_stalled(
+        conn, ctx.settings, dispatcher, limit=100, tenant_id=ctx.tenant), size=100)
+
+
+def settle_files(ctx: JobContext) -> JobResult:
+    """Fail files out of attempts, or never picked up (:func:`attachments.settle`)."""
+    from chalicelib.store import attachments
+
+    settings = ctx.settings
+    return _batches(ctx, "failed_files", lambda conn: attachments.settle(
+        conn, max_attempts=settings.processing_max_attempts, tenant_id=ctx.tenant,
+        unclaimed_after_s=settings.unclaimed_after_s), size=attachments.SETTLE_LIMIT)
+
+
+def expire_vector_stores(ctx: JobContext) -> JobResult:
+    """Delete vector stores expired longer than ``expired_retention_s`` seconds ago."""
+    from chalicelib.store import vector_stores
+
+    return _batches(ctx, "expired_stores", lambda conn: vector_stores.sweep_expired(
+        conn, retention_s=ctx.settings.expired_retention_s, tenant_id=ctx.tenant, limit=BATCH))
+
+
+def expire_files(ctx: JobContext) -> JobResult:
+    """Delete files past their ``expires_at`` (detached everywhere)."""
+    from chalicelib.store import files
+
+    return _batches(ctx, "expired_files", lambda conn: files.sweep_expired(conn, tenant_id=ctx.tenant, limit=BATCH))
+
+
+def sweep_upload_parts(ctx: JobContext) -> JobResult:
+    """Delete the parts of finished or expired uploads."""
+    from chalicelib import deps
+    from chalicelib.store import uploads
+
+    blobs = deps.blob_store(ctx.settings)
+    return _batches(ctx, "stale_uploads", lambda conn: uploads.sweep_expired(conn, blobs, tenant_id=ctx.tenant,
+                                                                              limit=BATCH))
+
+
+def purge_ingest_versions(ctx: JobContext) -> JobResult:
+    """Delete finished ingestion versions older than :data:`JOB_RETENTION_S` (and their staged chunks)."""
+    from chalicelib.store import ingest_jobs
+
+    with _connection(ctx) as conn:
+        purged = ingest_jobs.purge(conn, retention_s=JOB_RETENTION_S, grace_s=ctx.settings.processing_lease_s,
+                                   tenant_id=ctx.tenant)
+    return JobResult({"purged_versions": purged})
+
+
+def sweep_orphaned_objects(ctx: JobContext) -> JobResult:
+    """Remove S3 objects no row names any more (only with ``ENGRAM_BUCKET``)."""
+    from chalicelib.events import orphans
+
+    if not ctx.settings.bucket:
+        return JobResult({"orphaned_objects": 0})
+    with _connection(ctx) as conn:
+        return JobResult({"orphaned_objects": orphans.sweep(conn, ctx.settings, tenant_id=ctx.tenant)})
+
+
+def _batches(ctx: JobContext, counter: str, step: Callable[..., int], *, size: int = BATCH) -> JobResult:
+    """Run ``step(conn)`` (one bounded statement batch; returns rows handled) until a batch comes back short or
+    the time is up; a full last batch leaves a cursor (more may remain)."""
+    total = 0
+    with _connection(ctx) as conn:
+        while True:
+            handled = step(conn)
+            total += handled
+            if handled < size:
+                return JobResult({counter: total})
+            if ctx.out_of_time(_MARGIN_S):
+                return JobResult({counter: total}, cursor={"more": True})
+
+
+def _connection(ctx: JobContext):  # noqa: ANN202 - a pooled connection's context manager
+    from chalicelib.store.db import pool
+
+    return pool(ctx.settings).connection()

@@ -1,0 +1,302 @@
+"""Attachments of files to vector stores (OpenAI's ``vector_store.file``): their rows, their processing lease, and
+the one transition every change of their chunks goes through.
+
+**The transition** (:func:`_transition`): lock the store (serialises writers of one store, which keeps the BM25
+statistics race-free), change the attachment rows (complete, fail, settle, cancel, detach — each a guarded
+statement that returns the files it changed), delete those files' chunks, insert the new ones (completion only)
+and refresh the store's ``usage_bytes``, in one transaction. So a search never sees a half-written file, and no
+failed, cancelled or detached file keeps searchable chunks. Lock order everywhere: ingestion version row
+(:mod:`chalicelib.store.ingest_jobs`) → store row → attachment row.
+
+**The lease** (:func:`claim`, OPENAI-COMPAT.md §7.1): claiming an ``in_progress`` attachment sets
+``lease_expires_at = now() + lease`` and increments ``attempts``; that attempt number names the processing run (the
+ingestion *version*) and guards its final write (:func:`complete`, :func:`fail` with ``attempt``). A lease that
+expires means the worker is gone: the file may be claimed again until ``max_attempts`` claims have expired, then
+:func:`settle` fails it with ``last_error = {"code": "server_error", ...}``. Attempt numbers only grow (re-attaching
+moves ``attempt_base`` instead of resetting them), so a stale worker's guard can never match a newer claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from chalicelib.errors import NotFoundError
+from chalicelib.store import chunks as chunk_rows
+from chalicelib.store.chunks import Chunk
+from chalicelib.store.paging import Page, keyset, trim
+from chalicelib.wire import FileStatus, LastError
+
+__all__ = [
+    "StoreFile",
+    "attach",
+    "cancel_batch_files",
+    "claim",
+    "complete",
+    "detach",
+    "fail",
+    "find_by_name",
+    "get",
+    "list_all",
+    "list_page",
+    "settle",
+    "update_attributes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFile:
+    """A file attached to a vector store, joined with the file's name. ``last_error`` is set when ``status ==
+    "failed"``; ``usage_bytes`` is what its chunks occupy (text bytes + 4 bytes per dimension)."""
+
+    vector_store_id: str
+    file_id: str
+    filename: str
+    status: FileStatus
+    last_error: LastError | None
+    attributes: dict[str, Any]
+    chunking_strategy: dict[str, Any]
+    content_sha256: str | None
+    chunk_count: int
+    usage_bytes: int
+    created_at: datetime
+    updated_at: datetime
+
+
+_KEY = "tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"
+_COLUMNS = """sf.vector_store_id, sf.file_id, f.filename, sf.status, sf.last_error, sf.attributes,
+    sf.chunking_strategy, sf.content_sha256, sf.chunk_count, sf.usage_bytes, sf.created_at, sf.updated_at"""
+_UPSERT = """
+INSERT INTO vector_store_files (tenant_id, vector_store_id, file_id, status, attributes, chunking_strategy)
+VALUES (%(tenant)s, %(store)s, %(file)s, 'in_progress', %(attributes)s, %(strategy)s)
+ON CONFLICT (vector_store_id, file_id) DO UPDATE
+SET status = 'in_progress', last_error = NULL, attributes = EXCLUDED.attributes,
+    chunking_strategy = EXCLUDED.chunking_strategy, attempts = vector_store_files.attempts + 1,
+    attempt_base = vector_store_files.attempts + 1, lease_expires_at = NULL, updated_at = now()"""
+_GET = f"""
+SELECT {_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""
+_BY_NAME = f"""
+SELECT {_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND f.filename = %(filename)s
+ORDER BY sf.created_at DESC LIMIT 1"""
+_LIST = f"""
+SELECT {_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s ORDER BY sf.created_at, sf.file_id"""
+_PAGE = f"""
+SELECT {_COLUMNS} FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s
+  AND (%(status)s::text IS NULL OR sf.status = %(status)s)
+  AND (%(batch)s::text IS NULL OR sf.file_id IN (SELECT file_id FROM file_batch_files
+                                                 WHERE tenant_id = %(tenant)s AND batch_id = %(batch)s))
+  AND {{keyset}}
+ORDER BY {{order}} LIMIT %(page_limit)s"""
+_UPDATE_ATTRIBUTES = f"UPDATE vector_store_files SET attributes = %(attributes)s, updated_at = now() WHERE {_KEY}"
+_CLAIM = f"""
+UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => %(lease)s),
+    updated_at = now()
+WHERE {_KEY} AND status = 'in_progress'
+  AND (lease_expires_at IS NULL OR lease_expires_at < now()) AND attempts - attempt_base < %(max_attempts)s
+RETURNING attempts"""
+# Completion and failure only apply to a row still in_progress under the caller's attempt (when given): a cancelled
+# file, or one a newer attempt took over after this worker's lease expired, is left alone.
+_GUARD = " AND (%(attempt)s::int IS NULL OR (status = 'in_progress' AND attempts = %(attempt)s::int))"
+_COMPLETE = f"""
+UPDATE vector_store_files SET status = 'completed', last_error = NULL, chunk_count = %(chunks)s,
+    usage_bytes = %(usage)s, content_sha256 = %(sha256)s, lease_expires_at = NULL, updated_at = now()
+WHERE {_KEY}{_GUARD} RETURNING file_id"""
+_FAIL = f"""
+UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
+    lease_expires_at = NULL, updated_at = now()
+WHERE {_KEY}{_GUARD} RETURNING file_id"""
+# Stuck: the last allowed lease expired, or nobody claimed the file for unclaimed_after seconds (no worker runs).
+_STUCK = """status = 'in_progress' AND (
+    (lease_expires_at < now() AND attempts - attempt_base >= %(max_attempts)s)
+    OR (lease_expires_at IS NULL AND %(unclaimed_after)s::float8 IS NOT NULL
+        AND updated_at < now() - make_interval(secs => %(unclaimed_after)s::float8)))"""
+_FIND_STUCK = f"""
+SELECT tenant_id, vector_store_id, file_id, lease_expires_at IS NULL FROM vector_store_files
+WHERE {_STUCK}
+  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) AND (%(store)s::text IS NULL OR vector_store_id = %(store)s)
+LIMIT %(limit)s"""
+_FAIL_STUCK = f"""
+UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
+    lease_expires_at = NULL, updated_at = now()
+WHERE {_KEY} AND {_STUCK} RETURNING file_id"""
+_CANCEL_BATCH_FILES = """
+UPDATE vector_store_files sf SET status = 'cancelled', lease_expires_at = NULL, chunk_count = 0, usage_bytes = 0,
+    updated_at = now()
+FROM file_batch_files b
+WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(batch)s AND sf.tenant_id = b.tenant_id
+  AND sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.status = 'in_progress'
+RETURNING sf.file_id"""
+_DETACH = f"DELETE FROM vector_store_files WHERE {_KEY} RETURNING file_id"
+# A detached file's processing versions (with their staged chunks and batch markers) go with it: a later attachment
+# numbers its versions afresh, and a late message of an old version must find nothing to do.
+_FORGET_VERSIONS = f"DELETE FROM ingest_jobs WHERE {_KEY}"
+# Files settled per call (the rest wait for the next housekeeping pass or read).
+SETTLE_LIMIT = 1000
+
+
+def attach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *,
+           attributes: dict[str, Any], chunking_strategy: dict[str, Any]) -> None:
+    """Attach (or re-attach) a file to a store with status ``in_progress`` (a re-attach starts a new attempt
+    range: :func:`claim` counts from it)."""
+    conn.execute(_UPSERT, {"tenant": tenant_id, "store": store_id, "file": file_id,
+                           "attributes": Jsonb(attributes), "strategy": Jsonb(chunking_strategy)})
+
+
+def get(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> StoreFile:
+    """The attachment of ``file_id`` to ``store_id``.
+
+    Raises:
+        NotFoundError: the file is not attached to that store (for this tenant).
+    """
+    with conn.cursor(row_factory=class_row(StoreFile)) as cur:
+        row = cur.execute(_GET, {"tenant": tenant_id, "store": store_id, "file": file_id}).fetchone()
+    if row is None:
+        raise _not_attached(store_id, file_id)
+    return row
+
+
+def find_by_name(conn: psycopg.Connection, tenant_id: str, store_id: str, filename: str) -> StoreFile | None:
+    """The newest attachment in ``store_id`` of a file named ``filename``, or None."""
+    with conn.cursor(row_factory=class_row(StoreFile)) as cur:
+        return cur.execute(_BY_NAME, {"tenant": tenant_id, "store": store_id, "filename": filename}).fetchone()
+
+
+def list_all(conn: psycopg.Connection, tenant_id: str, store_id: str) -> list[StoreFile]:
+    """All attachments of a store, oldest first."""
+    with conn.cursor(row_factory=class_row(StoreFile)) as cur:
+        return cur.execute(_LIST, {"tenant": tenant_id, "store": store_id}).fetchall()
+
+
+def list_page(conn: psycopg.Connection, tenant_id: str, store_id: str, page: Page, *,
+              status: str | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
+    """One page of a store's attachments ``(rows, has_more)``, optionally only ``status`` ones or a batch's."""
+    where, order, params = keyset(page, "sf.file_id")
+    query = sql.SQL(_PAGE).format(keyset=where, order=order)
+    with conn.cursor(row_factory=class_row(StoreFile)) as cur:
+        rows = cur.execute(query, {"tenant": tenant_id, "store": store_id, "status": status, "batch": batch_id,
+                                   **params}).fetchall()
+    return trim(page, rows)
+
+
+def update_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,
+                      attributes: dict[str, Any]) -> StoreFile:
+    """Replace an attachment's attributes and its chunks' copies (which filters read) in one transaction.
+
+    Raises:
+        NotFoundError: the file is not attached to the store.
+    """
+    with conn.transaction():
+        params = {"tenant": tenant_id, "store": store_id, "file": file_id, "attributes": Jsonb(attributes)}
+        if conn.execute(_UPDATE_ATTRIBUTES, params).rowcount == 0:
+            raise _not_attached(store_id, file_id)
+        chunk_rows.set_attributes(conn, tenant_id, store_id, file_id, attributes)
+    return get(conn, tenant_id, store_id, file_id)
+
+
+def claim(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, lease_s: float,
+          max_attempts: int) -> int | None:
+    """Claim one ``in_progress`` attachment for ``lease_s`` seconds; returns the attempt number (the version), or
+    None when it is not claimable (not ``in_progress``, leased by a live worker, or out of attempts)."""
+    row = conn.execute(_CLAIM, {"tenant": tenant_id, "store": store_id, "file": file_id, "lease": lease_s,
+                                "max_attempts": max_attempts}).fetchone()
+    return row[0] if row else None
+
+
+def complete(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, chunks: Sequence[Chunk],
+             vectors: Sequence[Any], dim: int, content_sha256: str, attempt: int | None) -> bool:
+    """Swap a file's chunks for ``chunks`` with ``vectors`` (n × ``dim``) and mark it ``completed``; with
+    ``attempt``, only if it is still ``in_progress`` under that attempt. Returns whether it completed now (False:
+    cancelled, detached or taken over meanwhile; nothing is written)."""
+    params = {"tenant": tenant_id, "store": store_id, "file": file_id, "chunks": len(chunks),
+              "usage": chunk_rows.usage_bytes(chunks, dim), "sha256": content_sha256, "attempt": attempt}
+
+    def write_chunks(conn: psycopg.Connection) -> None:
+        # Attributes are read now that the row is locked: an update made while the file was processed must reach
+        # its chunks (filters read the chunks' copy).
+        attributes = get(conn, tenant_id, store_id, file_id).attributes
+        chunk_rows.insert_file_chunks(conn, tenant_id, store_id, file_id, chunks, vectors, dim=dim,
+                                      attributes=attributes)
+
+    return bool(_transition(conn, tenant_id, store_id, lambda: _returning(conn, _COMPLETE, params), write_chunks))
+
+
+def fail(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, error: LastError,
+         attempt: int | None = None) -> bool:
+    """Mark a file ``failed`` with ``last_error = error`` and remove its chunks; with ``attempt``, only if it is
+    still ``in_progress`` under that attempt. Returns whether it failed now."""
+    params = {"tenant": tenant_id, "store": store_id, "file": file_id, "attempt": attempt, "error": Jsonb(error)}
+    return bool(_transition(conn, tenant_id, store_id, lambda: _returning(conn, _FAIL, params)))
+
+
+def settle(conn: psycopg.Connection, *, max_attempts: int, tenant_id: str | None = None,
+           store_id: str | None = None, unclaimed_after_s: float | None = None) -> int:
+    """Fail every stuck file — its last allowed lease expired (its workers died), or, with ``unclaimed_after_s``
+    (seconds), no worker claimed it for that long — with ``last_error.code = "server_error"``. Scoped to a tenant
+    and/or store when given (settle-on-read), else every tenant's (run as the owner); at most
+    :data:`SETTLE_LIMIT` per call. Returns how many were failed."""
+    query = {"max_attempts": max_attempts, "tenant": tenant_id, "store": store_id,
+             "unclaimed_after": unclaimed_after_s, "limit": SETTLE_LIMIT}
+    failed = 0
+    for tenant, store, file_id, unclaimed in conn.execute(_FIND_STUCK, query).fetchall():
+        message = (f"No worker picked the file up within {unclaimed_after_s:.0f} seconds." if unclaimed else
+                   f"Processing did not finish after {max_attempts} attempts (the worker stopped).")
+        params = {**query, "tenant": tenant, "store": store, "file": file_id,
+                  "error": Jsonb({"code": "server_error", "message": message})}
+        failed += len(_transition(conn, tenant, store, lambda p=params: _returning(conn, _FAIL_STUCK, p)))
+    return failed
+
+
+def cancel_batch_files(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: str) -> list[str]:
+    """Cancel the batch's files still ``in_progress`` (removing any chunks an earlier attachment left); returns
+    their ids. Cancelling twice changes nothing."""
+    params = {"tenant": tenant_id, "batch": batch_id}
+    return _transition(conn, tenant_id, store_id, lambda: _returning(conn, _CANCEL_BATCH_FILES, params))
+
+
+def detach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> bool:
+    """Remove a file from a store with its chunks, their statistics and its processing versions; False if it was
+    not attached."""
+    params = {"tenant": tenant_id, "store": store_id, "file": file_id}
+
+    def change() -> list[str]:
+        conn.execute(_FORGET_VERSIONS, params)
+        # Chunks first, while the row they reference exists: its deletion would cascade to them unaccounted.
+        chunk_rows.delete_file_chunks(conn, tenant_id, store_id, file_id)
+        return _returning(conn, _DETACH, params)
+
+    return bool(_transition(conn, tenant_id, store_id, change))
+
+
+def _transition(conn: psycopg.Connection, tenant_id: str, store_id: str, change: Callable[[], list[str]],
+                write_chunks: Callable[[psycopg.Connection], None] | None = None) -> list[str]:
+    """The one transition: lock the store → ``change`` the attachment rows (returns the files it changed) →
+    delete those files' chunks → ``write_chunks`` (completion) → refresh the store's usage. Nothing past the
+    change runs when it changed no row."""
+    with conn.transaction():
+        chunk_rows.lock_store(conn, tenant_id, store_id)
+        changed = change()
+        if changed:
+            for file_id in changed:
+                chunk_rows.delete_file_chunks(conn, tenant_id, store_id, file_id)
+            if write_chunks is not None:
+                write_chunks(conn)
+            chunk_rows.refresh_store_usage(conn, tenant_id, store_id)
+    return changed
+
+
+def _returning(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[str]:
+    return [row[0] for row in conn.execute(statement, params).fetchall()]
+
+
+def _not_attached(store_id: str, file_id: str) -> NotFoundError:
+    return NotFoundError(f"No file found with id '{file_id}' in vector store '{store_id}'.", param="file_id")
