@@ -36,6 +36,7 @@ KNOWN_TEXT: dict[str, list[str]] = {
     "docling_nested.md": ["A list featuring nesting:", "abcd12345：", "Subitem 2"],
     "docling_word_sample.docx": ["Summer activities", "Swimming in the lake", "Let’s swim!", "Paddle about"],
     "docling_word_tables.docx": ["Header 0.0", "Merged Cell 1.1 1.2", "Merged Cell 3.1 4.1", "Cell 8.4"],
+    "docling_Strict.docx": ["Some text"],
     "pdfjs_pdkids.pdf": ["PD KIDS", "Public domain texts for young people."],
     "pdfjs_tracemonkey.pdf": ["Trace-based Just-in-Time Type Specialization for Dynamic Languages"],
     "pm_simple1.pdf": ["Hello", "World"],
@@ -153,6 +154,13 @@ def test_cjk_vertical_text() -> None:
 def test_no_xref_table_falls_back_to_pdfminer() -> None:
     result = parse_real("pm_simple1.pdf")
     assert isinstance(result, ParsedDocument) and result.parser == "pdfminer"
+
+
+@requires_docs
+def test_strict_open_xml_docx_is_read() -> None:
+    result = parse_real("docling_Strict.docx")
+    assert isinstance(result, ParsedDocument)
+    assert result.text == "Some text" and result.parser == "python-docx"
 
 
 @requires_docs
