@@ -1,4 +1,4 @@
-"""Text that arrives encoded wrong: Strict Open XML.
+"""Text that arrives encoded wrong: the mis-decoding check, Strict Open XML.
 
 Synthetic inputs only (they always run); the real files behind each case are tested in ``test_parse.py``.
 """
@@ -13,6 +13,71 @@ import pytest
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.parse import parse_document
 from chalicelib.ingest.parse.docx_strict import is_strict
+from chalicelib.ingest.parse.pdf_quality import GARBAGE_THRESHOLD, garbage_score, is_garbage
+
+# --- mis-decoded text ---------------------------------------------------------------------------------------------
+
+REAL_TEXT = {
+    "english": "Trace-based Just-in-Time Type Specialization for Dynamic Languages",
+    "czech": "Peněžní prostředky na účtech jsou k dispozici každý pracovní den.",
+    "czech-decomposed": "Pene\u030cz\u030cni\u0301 prostr\u030cedky na u\u0301c\u030ctech jsou k dispozici.",
+    "german": "Größenverhältnisse der Straßenbahnhaltestellen überprüfen",
+    "russian": "Привет, мир! Съешь же ещё этих мягких французских булок.",
+    "greek": "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία των ανθρώπων.",
+    "arabic": "انواع الخطوط العربية مرحبا بالعالم في كل مكان",
+    "hebrew": "שלום עולם, זהו משפט בעברית עם אותיות סופיות",
+    "hindi": "हिन्दी भारत की राजभाषा है और यह देवनागरी लिपि में लिखी जाती है",
+    "thai": "สวัสดีชาวโลก ภาษาไทยเขียนโดยไม่เว้นวรรคระหว่างคำ",
+    "japanese": "わたくしといふ現象は假定された有機交流電燈のひとつの青い照明です。PDFファイルを開く。",
+    "chinese": "你好世界，這是一個繁體中文的句子，用來測試。",
+    "korean": "안녕하세요 세계, 한국어는 단어 사이에 띄어쓰기를 합니다.",
+    "vietnamese": "Tiếng Việt có rất nhiều dấu thanh điệu khác nhau.",
+    "code": "document.getElementById('x').addEventListener('click', handleClick); JavaScript TraceMonkey",
+    "icon-bullets": "\uf0b7 Yes\n\uf0b7 No\n\uf0b7 Maybe\n\uf0b7 Later",
+    "nul-padded": "\x00H\x00e\x00l\x00l\x00o\x00 \x00w\x00o\x00r\x00l\x00d\x00 \x00a\x00g\x00a\x00i\x00n\x00!",
+    # Apple fonts map the fi/fl ligatures to private-use U+F001/U+F002 inside words, about once a sentence.
+    "mac-ligature": "The compiler records the control \uf002ow of each loop as a trace and then speci\uf001es the "
+                    "types of the variables it sees, so that the generated code runs without type checks.",
+}
+
+
+@pytest.mark.parametrize("text", REAL_TEXT.values(), ids=REAL_TEXT.keys())
+def test_real_text_in_any_language_is_not_garbage(text: str) -> None:
+    assert not is_garbage(text), garbage_score(text)
+
+
+def _shifted(text: str, by: int = 29) -> str:
+    """``text`` as a font whose codes are Unicode minus ``by`` decodes: TrueType glyph 3 is the space, so ASCII
+    text comes out shifted by 29 (``pm_issue-791-non-unicode-cmap.pdf``: "Peněžní" -> "3HQČåQt")."""
+    return "".join(chr(ord(ch) - by) for ch in text)
+
+
+GARBAGE = {
+    "shifted-english": _shifted("Trace based just in time type specialization for dynamic languages"),
+    "shifted-short": _shifted("Money in the accounts"),
+    "orphan-marks": "\u034b\u034d\u034f\u0351\u0353\ue001\u0e8a\u07a0",  # as pypdf reads vertical Japanese
+    "cid-markers": "(cid:12)(cid:34)(cid:56) (cid:3)(cid:9)",
+    "replacement-chars": "\ufffd\ufffd\ufffd \ufffd\ufffd",
+    "private-use-in-words": "\ue012\ue034\ue056 \ue078\ue09a\ue0bc \ue0de\ue0f0",
+    "script-hopping": "ΘͨݱঅΔ ЖᏃⴰঅΘ ݱΔЖᏃⴰ অΘͨݱ ΔЖᏃⴰঅ",
+}
+
+
+@pytest.mark.parametrize("text", GARBAGE.values(), ids=GARBAGE.keys())
+def test_misdecoded_text_is_garbage(text: str) -> None:
+    assert garbage_score(text) > GARBAGE_THRESHOLD
+
+
+@pytest.mark.parametrize("text", ["Hel\x01lo", "\ue000", "Logo \ue000 Company", "", "   \n"])
+def test_short_text_with_a_stray_code_point_is_not_judged(text: str) -> None:
+    assert garbage_score(text) == 0.0
+
+
+def test_garbage_share_is_diluted_by_real_text() -> None:
+    """One undecodable word in a page of real text is not a garbage page."""
+    page = REAL_TEXT["english"] * 5 + " \ufffd\ufffd\ufffd"
+    assert 0 < garbage_score(page) < GARBAGE_THRESHOLD
+
 
 # --- Strict Open XML ----------------------------------------------------------------------------------------------
 
