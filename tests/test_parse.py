@@ -1,4 +1,4 @@
-"""Document parsers: the 18 real files of ``../shared/data/docs`` (see its MANIFEST.md) and hostile inputs.
+"""Document parsers: the 22 real files of ``../shared/data/docs`` (see its MANIFEST.md) and hostile inputs.
 
 Real-file tests skip when the shared data folder is absent; the synthetic hostile inputs are generated here and
 always run. Every hostile input must end in ``DocumentError``/``UnsupportedFileError`` or a safe parse, quickly.
@@ -24,6 +24,7 @@ from chalicelib.ingest.parse.pdf_common import PdfUnreadable
 from chalicelib.ingest.parse.pdf_pdfminer import extract_with_pdfminer
 from chalicelib.ingest.parse.pdf_pypdf import extract_with_pypdf
 from chalicelib.ingest.parse.pdf_quality import is_garbage
+from chalicelib.ingest.parse.rtl import has_presentation_forms
 
 DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "docs"
 requires_docs = pytest.mark.skipif(not DOCS.is_dir(), reason=f"{DOCS} is not present")
@@ -54,6 +55,7 @@ KNOWN_TEXT: dict[str, list[str]] = {
     "pdfjs_empty.pdf": [],  # checked for empty text, see test_blank_pdf_is_empty_not_an_error
     "pdfjs_vertical-japanese.pdf": ["日本語", "あいうえお"],  # two vertical columns
     "pm_issue-791-non-unicode-cmap.pdf": ["Peněžní prostředky na účtech"],
+    "pdfjs_ArabicCIDTrueType.pdf": ["انواع الخطوط العربية"],
 }
 # Files that must be refused, and a phrase the message must contain.
 KNOWN_ERRORS: dict[str, str] = {
@@ -64,7 +66,7 @@ PAGE_COUNTS = {
     "pdfjs_pdkids.pdf": 55, "pdfjs_tracemonkey.pdf": 14, "sf_pdflatex-4-pages.pdf": 4, "pdfjs_empty.pdf": 1,
     "pm_jo.pdf": 1, "pm_simple1.pdf": 1, "pypdf_crazyones.pdf": 1, "pypdf_issue-297-broken-xref.pdf": 1,
     "pypdf_multilang.pdf": 1, "pypdf_r2-owner-password.pdf": 1, "pdfjs_vertical-japanese.pdf": 3,
-    "pm_issue-791-non-unicode-cmap.pdf": 1,
+    "pm_issue-791-non-unicode-cmap.pdf": 1, "pdfjs_ArabicCIDTrueType.pdf": 1,
 }
 # pypdf mis-decodes these (fonts without a usable ToUnicode map); pdfminer decodes them.
 MISDECODED_BY_PYPDF = {"pm_jo.pdf", "pdfjs_vertical-japanese.pdf", "pm_issue-791-non-unicode-cmap.pdf"}
@@ -108,7 +110,7 @@ def assert_clean(text: str) -> None:
 def test_every_shared_file_has_an_expectation() -> None:
     present = {path.name for path in DOCS.iterdir() if path.name != "MANIFEST.md"}
     assert present == set(KNOWN_TEXT) | set(KNOWN_ERRORS)
-    assert len(present) == 18
+    assert len(present) == 22
 
 
 @requires_docs
@@ -195,6 +197,16 @@ def test_garbage_check_flags_only_misdecoded_text() -> None:
             if is_garbage(result.text):
                 flagged.add((path.name, result.parser))
     assert flagged == {(name, "pypdf") for name in MISDECODED_BY_PYPDF}
+
+
+@requires_docs
+def test_arabic_in_visual_order_and_presentation_forms_reads_in_logical_order() -> None:
+    result = parse_real("pdfjs_ArabicCIDTrueType.pdf")
+    assert isinstance(result, ParsedDocument)
+    assert result.parser == "pdfminer", "pypdf's word order is visual for this file; pdfminer's can be reversed"
+    assert not has_presentation_forms(result.text)
+    lines = [line for line in result.text.splitlines() if line]
+    assert lines and all(line == "انواع الخطوط العربية" for line in lines)
 
 
 @requires_docs

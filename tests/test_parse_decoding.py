@@ -1,4 +1,4 @@
-"""Text that arrives encoded wrong: the mis-decoding check, Strict Open XML.
+"""Text that arrives encoded wrong: the mis-decoding check, right-to-left lines in visual order, Strict Open XML.
 
 Synthetic inputs only (they always run); the real files behind each case are tested in ``test_parse.py``.
 """
@@ -14,6 +14,7 @@ from chalicelib.errors import DocumentError
 from chalicelib.ingest.parse import parse_document
 from chalicelib.ingest.parse.docx_strict import is_strict
 from chalicelib.ingest.parse.pdf_quality import GARBAGE_THRESHOLD, garbage_score, is_garbage
+from chalicelib.ingest.parse.rtl import has_presentation_forms, to_logical
 
 # --- mis-decoded text ---------------------------------------------------------------------------------------------
 
@@ -77,6 +78,42 @@ def test_garbage_share_is_diluted_by_real_text() -> None:
     """One undecodable word in a page of real text is not a garbage page."""
     page = REAL_TEXT["english"] * 5 + " \ufffd\ufffd\ufffd"
     assert 0 < garbage_score(page) < GARBAGE_THRESHOLD
+
+
+# --- right-to-left text in visual order ---------------------------------------------------------------------------
+
+LOGICAL = "انواع الخطوط العربية"
+VISUAL_FORMS = "ﺔﻴﺑﺮﻌﻟا طﻮﻄﳋا عاﻮﻧا"  # as pdfminer reads pdfjs_ArabicCIDTrueType.pdf: drawing order, glyph forms
+
+
+def test_visual_presentation_forms_become_logical_letters() -> None:
+    assert has_presentation_forms(VISUAL_FORMS)
+    assert to_logical(VISUAL_FORMS) == LOGICAL
+    assert to_logical(f"{VISUAL_FORMS}\n\n{VISUAL_FORMS}") == f"{LOGICAL}\n\n{LOGICAL}"
+
+
+def test_logical_presentation_forms_keep_their_order() -> None:
+    """pypdf reverses right-to-left runs itself: forms in logical order are only replaced by letters."""
+    assert to_logical("اﻟﻌﺮﺑﻴﺔ اﳋﻄﻮط اﻧﻮاع") == "العربية الخطوط انواع"
+
+
+def test_visual_line_with_a_number_keeps_the_number() -> None:
+    assert to_logical("2024 ﺔﻨﺳ") == "سنة 2024"  # "year 2024", drawn with the number on the left
+
+
+def test_hebrew_final_letters_tell_the_order() -> None:
+    assert to_logical("םלוע םולש") == "שלום עולם"  # final mem first: visual
+    assert to_logical("שלום עולם") == "שלום עולם"  # final mem last: logical
+
+
+def test_lines_without_evidence_follow_the_page() -> None:
+    page = f"Title\n{VISUAL_FORMS}\nملاعلاب ابحرم"  # the last line has no glyph forms nor final-only letters
+    assert to_logical(page) == f"Title\n{LOGICAL}\nمرحبا بالعالم"
+
+
+@pytest.mark.parametrize("text", ["مرحبا بالعالم", "Hello world", "office ﬁles", "", "12 + 3 = 15"])
+def test_text_without_evidence_of_visual_order_is_unchanged(text: str) -> None:
+    assert to_logical(text) == text
 
 
 # --- Strict Open XML ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from chalicelib.ingest.parse.pdf_common import PdfPages, PdfUnreadable
 from chalicelib.ingest.parse.pdf_pdfminer import extract_with_pdfminer
 from chalicelib.ingest.parse.pdf_pypdf import extract_with_pypdf
 from chalicelib.ingest.parse.pdf_quality import garbage_score, is_garbage
+from chalicelib.ingest.parse.rtl import has_presentation_forms
 
 PAGE_SEPARATOR = "\n\n"
 """Placed between the texts of consecutive non-empty pages."""
@@ -24,11 +25,12 @@ def parse_pdf(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument
     """Extract a PDF's text page by page; ``pages`` holds one ``PageSpan`` per page (1-based, offsets into text).
 
     pypdf reads first. pdfminer is tried as well when pypdf cannot open the file (no or broken xref, bad page
-    tree), when some pages failed, when pypdf found no text, or when the text of some page looks mis-decoded
-    (see ``pdf_quality``); the better result is kept.
+    tree), when some pages failed, when pypdf found no text, when the text of some page looks mis-decoded (see
+    ``pdf_quality``), or when it holds Arabic presentation forms (see ``_choose``); the better result is kept.
     A page whose text is still mis-decoded in the kept result is skipped (it gets an empty span and a warning is
-    logged): garbage is never indexed. Empty pages get zero-length spans and add no separator. An encrypted PDF
-    is opened with the empty user password (owner-password-only files read normally).
+    logged): garbage is never indexed. Empty pages get zero-length spans and add no separator. Right-to-left
+    lines in visual order are put in logical order (see ``normalize.clean_layout_text``). An encrypted PDF is
+    opened with the empty user password (owner-password-only files read normally).
 
     Returns empty text (and no error) for a PDF whose pages hold neither text nor images.
     Raises ``DocumentError`` (``invalid_file``) when the PDF is password-protected, damaged beyond both readers,
@@ -101,9 +103,14 @@ class _Reading:
         """Pages that failed or whose text is mis-decoded."""
         return self.pages.failed_pages + sum(self.garbled)
 
+    @property
+    def rtl_order_unreliable(self) -> bool:
+        """pypdf text with Arabic presentation forms: see ``_choose``."""
+        return self.pages.parser == "pypdf" and any(has_presentation_forms(text) for text in self.pages.texts)
+
     def wants_second_opinion(self) -> bool:
         """Whether pdfminer should read the file too."""
-        return self.unusable_pages > 0 or not self.has_text
+        return self.unusable_pages > 0 or not self.has_text or self.rtl_order_unreliable
 
 
 def _damaged(name: str, cause: Exception | None) -> str:
@@ -112,11 +119,18 @@ def _damaged(name: str, cause: Exception | None) -> str:
 
 
 def _choose(candidates: list[_Reading]) -> _Reading:
-    """Fewest failed or mis-decoded pages, then some text over none, then the least garbage; ties go to the
-    earlier (pypdf)."""
+    """Fewest failed or mis-decoded pages, then some text over none, then pdfminer over pypdf for text in Arabic
+    presentation forms, then the least garbage; ties go to the earlier (pypdf).
 
-    def rank(reading: _Reading) -> tuple[bool, int, bool, float]:
-        return (not reading.pages.texts, reading.unusable_pages, not reading.has_text, reading.score)
+    Presentation forms mean shaped glyphs drawn in visual order. pypdf reverses right-to-left characters within
+    each text-showing operator only, so its word order depends on how the producer split the operators
+    (``pdfjs_ArabicCIDTrueType.pdf``: letters in logical order, words in visual order, undetectable). pdfminer
+    keeps drawing order throughout, which ``rtl.to_logical`` recognises from the glyph forms and reverses.
+    """
+
+    def rank(reading: _Reading) -> tuple[bool, int, bool, bool, float]:
+        return (not reading.pages.texts, reading.unusable_pages, not reading.has_text,
+                reading.rtl_order_unreliable, reading.score)
 
     return min(candidates, key=rank)
 
