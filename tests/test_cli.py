@@ -38,7 +38,7 @@ def cli(settings, monkeypatch):
 def test_ingest_real_documents_then_search_stats_delete(cli, docs_dir):
     results = json.loads(cli("ingest", str(docs_dir), "--store", "docs", "--json"))
     by_name = {r["filename"]: r for r in results}
-    assert len(by_name) == 19  # 18 documents + MANIFEST.md
+    assert len(by_name) == len(list(docs_dir.iterdir()))  # the documents + MANIFEST.md
     for name, r in by_name.items():
         if name in EXPECTED_FAILURES:
             assert r["status"] == "failed" and r["last_error"]["code"] == EXPECTED_FAILURES[name], r
@@ -62,7 +62,9 @@ def test_ingest_real_documents_then_search_stats_delete(cli, docs_dir):
 
     stats = json.loads(cli("stats", "--json"))
     [store] = [s for s in stats["stores"] if s["name"] == "docs"]
-    assert store["files"]["completed"] == 17 and store["files"]["failed"] == 2 and store["chunks"] > 50
+    failures = len(EXPECTED_FAILURES)
+    assert store["files"]["completed"] == len(by_name) - failures and store["files"]["failed"] == failures
+    assert store["chunks"] > 50
 
     cli("delete", "--store", "docs", "--file", "pdfjs_tracemonkey.pdf", "--yes")
     hits = json.loads(cli("search", "Trace-based Just-in-Time Type Specialization", "--store", "docs", "--json"))

@@ -1,4 +1,4 @@
-"""Document parsers: the 18 real files of ``../shared/data/docs`` (see its MANIFEST.md) and hostile inputs.
+"""Document parsers: the 22 real files of ``../shared/data/docs`` (see its MANIFEST.md) and hostile inputs.
 
 Real-file tests skip when the shared data folder is absent; the synthetic hostile inputs are generated here and
 always run. Every hostile input must end in ``DocumentError``/``UnsupportedFileError`` or a safe parse, quickly.
@@ -19,6 +19,12 @@ import pytest
 from chalicelib.errors import DocumentError, UnsupportedFileError
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.parse import SUPPORTED_EXTENSIONS, ParseLimits, parse_document
+from chalicelib.ingest.parse.limits import CharBudget, Deadline
+from chalicelib.ingest.parse.pdf_common import PdfUnreadable
+from chalicelib.ingest.parse.pdf_pdfminer import extract_with_pdfminer
+from chalicelib.ingest.parse.pdf_pypdf import extract_with_pypdf
+from chalicelib.ingest.parse.pdf_quality import is_garbage
+from chalicelib.ingest.parse.rtl import has_presentation_forms
 
 DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "docs"
 requires_docs = pytest.mark.skipif(not DOCS.is_dir(), reason=f"{DOCS} is not present")
@@ -36,6 +42,7 @@ KNOWN_TEXT: dict[str, list[str]] = {
     "docling_nested.md": ["A list featuring nesting:", "abcd12345：", "Subitem 2"],
     "docling_word_sample.docx": ["Summer activities", "Swimming in the lake", "Let’s swim!", "Paddle about"],
     "docling_word_tables.docx": ["Header 0.0", "Merged Cell 1.1 1.2", "Merged Cell 3.1 4.1", "Cell 8.4"],
+    "docling_Strict.docx": ["Some text"],
     "pdfjs_pdkids.pdf": ["PD KIDS", "Public domain texts for young people."],
     "pdfjs_tracemonkey.pdf": ["Trace-based Just-in-Time Type Specialization for Dynamic Languages"],
     "pm_simple1.pdf": ["Hello", "World"],
@@ -46,6 +53,9 @@ KNOWN_TEXT: dict[str, list[str]] = {
     "sf_pdflatex-4-pages.pdf": ["Hello, here is some text without a meaning."],
     "pm_jo.pdf": [],  # checked with all spaces removed, see test_cjk_vertical_text
     "pdfjs_empty.pdf": [],  # checked for empty text, see test_blank_pdf_is_empty_not_an_error
+    "pdfjs_vertical-japanese.pdf": ["日本語", "あいうえお"],  # two vertical columns
+    "pm_issue-791-non-unicode-cmap.pdf": ["Peněžní prostředky na účtech"],
+    "pdfjs_ArabicCIDTrueType.pdf": ["انواع الخطوط العربية"],
 }
 # Files that must be refused, and a phrase the message must contain.
 KNOWN_ERRORS: dict[str, str] = {
@@ -55,8 +65,11 @@ KNOWN_ERRORS: dict[str, str] = {
 PAGE_COUNTS = {
     "pdfjs_pdkids.pdf": 55, "pdfjs_tracemonkey.pdf": 14, "sf_pdflatex-4-pages.pdf": 4, "pdfjs_empty.pdf": 1,
     "pm_jo.pdf": 1, "pm_simple1.pdf": 1, "pypdf_crazyones.pdf": 1, "pypdf_issue-297-broken-xref.pdf": 1,
-    "pypdf_multilang.pdf": 1, "pypdf_r2-owner-password.pdf": 1,
+    "pypdf_multilang.pdf": 1, "pypdf_r2-owner-password.pdf": 1, "pdfjs_vertical-japanese.pdf": 3,
+    "pm_issue-791-non-unicode-cmap.pdf": 1, "pdfjs_ArabicCIDTrueType.pdf": 1,
 }
+# pypdf mis-decodes these (fonts without a usable ToUnicode map); pdfminer decodes them.
+MISDECODED_BY_PYPDF = {"pm_jo.pdf", "pdfjs_vertical-japanese.pdf", "pm_issue-791-non-unicode-cmap.pdf"}
 
 
 @functools.cache
@@ -97,7 +110,7 @@ def assert_clean(text: str) -> None:
 def test_every_shared_file_has_an_expectation() -> None:
     present = {path.name for path in DOCS.iterdir() if path.name != "MANIFEST.md"}
     assert present == set(KNOWN_TEXT) | set(KNOWN_ERRORS)
-    assert len(present) == 18
+    assert len(present) == 22
 
 
 @requires_docs
@@ -153,6 +166,54 @@ def test_cjk_vertical_text() -> None:
 def test_no_xref_table_falls_back_to_pdfminer() -> None:
     result = parse_real("pm_simple1.pdf")
     assert isinstance(result, ParsedDocument) and result.parser == "pdfminer"
+
+
+@requires_docs
+@pytest.mark.parametrize("name", sorted(MISDECODED_BY_PYPDF))
+def test_misdecoded_text_falls_back_to_pdfminer(name: str) -> None:
+    result = parse_real(name)
+    assert isinstance(result, ParsedDocument)
+    assert result.parser == "pdfminer", "pypdf's text for this file is garbage; pdfminer must win"
+    assert not is_garbage(result.text)
+
+
+@requires_docs
+def test_garbage_check_flags_only_misdecoded_text() -> None:
+    """Every page of every shared PDF as each extractor reads it, and the text of every other shared file: the
+    check flags pypdf's reading of the mis-decoded files and nothing else (no real text in any language)."""
+    flagged: set[tuple[str, str]] = set()
+    for path in sorted(DOCS.iterdir()):
+        if path.suffix == ".pdf":
+            for extract in (extract_with_pypdf, extract_with_pdfminer):
+                try:
+                    pages = extract(path.read_bytes(), path.name, ParseLimits(), Deadline(60, path.name),
+                                    CharBudget(10**8, path.name))
+                except (DocumentError, PdfUnreadable):
+                    continue  # password-protected, or no xref for pypdf
+                flagged |= {(path.name, pages.parser) for text in pages.texts if is_garbage(text)}
+        elif path.name != "MANIFEST.md":
+            result = parse_real(path.name)
+            assert isinstance(result, ParsedDocument), result
+            if is_garbage(result.text):
+                flagged.add((path.name, result.parser))
+    assert flagged == {(name, "pypdf") for name in MISDECODED_BY_PYPDF}
+
+
+@requires_docs
+def test_arabic_in_visual_order_and_presentation_forms_reads_in_logical_order() -> None:
+    result = parse_real("pdfjs_ArabicCIDTrueType.pdf")
+    assert isinstance(result, ParsedDocument)
+    assert result.parser == "pdfminer", "pypdf's word order is visual for this file; pdfminer's can be reversed"
+    assert not has_presentation_forms(result.text)
+    lines = [line for line in result.text.splitlines() if line]
+    assert lines and all(line == "انواع الخطوط العربية" for line in lines)
+
+
+@requires_docs
+def test_strict_open_xml_docx_is_read() -> None:
+    result = parse_real("docling_Strict.docx")
+    assert isinstance(result, ParsedDocument)
+    assert result.text == "Some text" and result.parser == "python-docx"
 
 
 @requires_docs
@@ -508,6 +569,34 @@ def test_broken_pdf_is_refused(data: bytes) -> None:
 def test_pdf_without_pages_is_refused() -> None:
     with pytest.raises(DocumentError, match="no pages"):
         parse_quickly(_pdf(CATALOG, b"<< /Type /Pages /Kids [] /Count 0 >>"), "nopages.pdf")
+
+
+def _pdf_pages(*texts: bytes) -> bytes:
+    """A PDF with one Helvetica page per entry of ``texts`` (raw PDF string bytes, escapes allowed)."""
+    count = len(texts)
+    kids = b" ".join(b"%d 0 R" % (4 + 2 * index) for index in range(count))
+    objects = [CATALOG, b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, count), FONT]
+    for index, text in enumerate(texts):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                       b"/Resources << /Font << /F1 3 0 R >> >> >>" % (5 + 2 * index))
+        objects.append(_content(text))
+    return _pdf(*objects)
+
+
+# Glyph codes 1-17 in a font with a standard encoding: pypdf returns control characters, pdfminer "(cid:N)".
+UNDECODABLE = b"\\001\\002\\003\\004 \\005\\006\\007\\010 \\016\\017\\020\\021"
+
+
+def test_pdf_whose_text_no_reader_decodes_is_refused() -> None:
+    with pytest.raises(DocumentError, match="cannot be decoded") as caught:
+        parse_quickly(_pdf_pages(UNDECODABLE), "undecodable.pdf")
+    assert caught.value.code == "invalid_file" and "undecodable.pdf" in caught.value.message
+
+
+def test_pdf_page_no_reader_decodes_is_skipped() -> None:
+    document = parse_quickly(_pdf_pages(b"Hello synthetic", UNDECODABLE, b"Goodbye synthetic"), "mixed.pdf")
+    assert document.text == "Hello synthetic\n\nGoodbye synthetic"
+    assert [(p.number, p.start, p.end) for p in document.pages] == [(1, 0, 15), (2, 15, 15), (3, 17, 34)]
 
 
 def test_pdf_nul_bytes_in_text_are_removed() -> None:

@@ -1,7 +1,8 @@
 """Document parsers: file bytes → ``ParsedDocument`` (text, page spans), dispatched by file extension.
 
 One module per format: ``text`` (.txt .md), ``csv_`` (.csv), ``json_`` (.json), ``html`` (.html .htm),
-``pdf`` (.pdf, with ``pdf_pypdf``/``pdf_pdfminer``/``pdf_quality``), ``docx`` (.docx, with ``zipguard``).
+``pdf`` (.pdf, with ``pdf_pypdf``/``pdf_pdfminer``/``pdf_quality``/``rtl``), ``docx`` (.docx, with ``zipguard``/
+``docx_strict``).
 Every failure a file can cause surfaces as ``DocumentError`` (``invalid_file``) or ``UnsupportedFileError``
 (``unsupported_file``); library exceptions never escape.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import zipfile
 
 from docx import Document
 from docx.oxml.ns import qn
@@ -10,6 +11,7 @@ from docx.text.paragraph import Paragraph
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
+from chalicelib.ingest.parse.docx_strict import is_strict, to_transitional
 from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits, display_name
 from chalicelib.ingest.parse.normalize import clean_text, join_blocks
 from chalicelib.ingest.parse.zipguard import check_zip
@@ -30,22 +32,29 @@ _WRAPPERS = frozenset({_SDT, _SDT_CONTENT, _CUSTOM_XML})
 def parse_docx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument:
     """Parse a DOCX file's main document body with python-docx.
 
-    The zip container is checked for zip bombs first (see ``zipguard.check_zip``). Paragraphs (headings
-    included) become blocks separated by blank lines; list paragraphs are prefixed ``"- "`` and consecutive ones
-    share a block, one per line; text boxes follow
-    their anchoring paragraph; each table is one block with one line per row and cells separated by ``" | "``.
-    A horizontally merged cell appears once; a vertically merged cell's text appears in its first row only.
-    Headers, footers, footnotes and comments are not read.
+    The zip container is checked for zip bombs first (see ``zipguard.check_zip``). A Strict Open XML document
+    is rewritten with Transitional namespaces (see ``docx_strict``) and then read like any other. Paragraphs
+    (headings included) become blocks separated by blank lines; list paragraphs are prefixed ``"- "`` and
+    consecutive ones share a block, one per line; text boxes follow their anchoring paragraph; each table is
+    one block with one line per row and cells separated by ``" | "``. A horizontally merged cell appears once;
+    a vertically merged cell's text appears in its first row only. Headers, footers, footnotes and comments
+    are not read.
 
-    Raises ``DocumentError`` (``invalid_file``) for a zip bomb, a damaged or non-Word file, tables nested deeper
-    than ``limits.max_nesting``, or exceeded time/character limits.
+    Raises ``DocumentError`` (``invalid_file``) for a zip bomb, a damaged or non-Word file (the message names
+    "Strict Open XML" when the file is one), tables nested deeper than ``limits.max_nesting``, or exceeded
+    time/character limits.
     """
     name = display_name(filename)
     check_zip(data, filename, limits)
+    variant = "Word (.docx)"
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            if is_strict(archive):
+                variant = "Strict Open XML Word (.docx)"
+                data = to_transitional(archive)
         document = Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors, PackageNotFoundError ...
-        raise DocumentError(f"{name} is not a readable Word (.docx) document: {exc}") from exc
+        raise DocumentError(f"{name} is not a readable {variant} document: {exc}") from exc
     walker = _Walker(name, limits, Deadline(limits.timeout_s, filename), CharBudget(limits.max_chars, filename))
     blocks = walker.blocks(document.element.body, depth=0)
     return ParsedDocument(text=join_blocks([clean_text(block) for block in blocks]), parser="python-docx")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from chalicelib.ingest.parse.rtl import to_logical
+
 # Line and paragraph separators of Unicode and ASCII, mapped onto "\n"; a form feed (page break) becomes a blank line.
 _NEWLINES = str.maketrans({"\r": "\n", "\v": "\n", "\x85": "\n", "\u2028": "\n", "\u2029": "\n\n", "\f": "\n\n"})
 # C0/C1 controls except tab and newline, DEL, lone surrogates (not encodable as UTF-8) and stray byte-order marks.
@@ -41,11 +43,13 @@ def clean_text(text: str) -> str:
 def clean_layout_text(text: str) -> str:
     """``clean_text`` for text recovered from a page layout (PDF), which carries typesetting artefacts.
 
-    Additionally collapses runs of spaces to one, expands Latin ligatures, and removes spaces and single line
-    breaks between two CJK characters (PDF extractors put them between every glyph of vertical or justified
-    CJK text; the languages do not use them). Blank lines (paragraph breaks) are kept.
+    Additionally collapses runs of spaces to one, expands Latin ligatures, puts right-to-left lines extracted in
+    visual order into logical order and Arabic presentation forms back to letters (see ``rtl.to_logical``), and
+    removes spaces and single line breaks between two CJK characters (PDF extractors put them between every
+    glyph of vertical or justified CJK text; the languages do not use them). Blank lines (paragraph breaks) are
+    kept.
     """
-    text = clean_text(text.translate(_LIGATURES))
+    text = to_logical(clean_text(text.translate(_LIGATURES)))
     text = _SPACE_RUNS.sub(" ", text)
     return _CJK_GAP.sub("", text)
 
