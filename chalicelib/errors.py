@@ -15,8 +15,9 @@ with ``raise ... from exc``; domain code never catches driver exceptions.
     ├── ConflictError (409)
     ├── PayloadTooLargeError (413)
     ├── RateLimitError (429)
-    └── UpstreamError (502)                   an embedding or chat service failed
-        └── UpstreamTimeoutError (504)
+    ├── UpstreamError (502)                   an embedding or chat service failed
+    │   └── UpstreamTimeoutError (504)
+    └── EmbeddedDatabaseError (500)           the embedded Postgres cannot start (no package, foreign folder)
 
 The root subclasses Chalice's ``ChaliceUnhandledError`` because only those reach ``@app.middleware`` (chalice
 ``app.py`` ``_get_view_function_response``), which is where the envelope is written.
@@ -133,3 +134,10 @@ class UpstreamTimeoutError(UpstreamError):
 
     status = 504
     default_code = "upstream_timeout"
+
+
+class EmbeddedDatabaseError(EngramError):
+    """500: the embedded Postgres (used when ``DATABASE_URL`` is unset) cannot start: its package is not installed,
+    or its data folder was made by another Postgres major version. The message says what to do; nothing is changed."""
+
+    default_code = "embedded_database_unavailable"
