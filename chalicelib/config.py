@@ -83,7 +83,7 @@ def _default_data_dir() -> Path:
 class Settings:
     """Process-wide configuration. Build with :meth:`from_env`; tests use ``dataclasses.replace``."""
 
-    database_url: str | None = None  # DATABASE_URL; None → embedded Postgres (pgserver) under data_dir/pg
+    database_url: str | None = None  # DATABASE_URL; None → embedded Postgres (store/embedded.py) under data_dir/pg
     data_dir: Path = dataclasses.field(default_factory=_default_data_dir)  # ENGRAM_DATA_DIR; default ~/.engram
     tenant: str = "local"  # ENGRAM_TENANT: tenant the CLI acts for
     embedding_provider: str = "local"  # local | openai | bedrock | hashing (hashing: tests only)
