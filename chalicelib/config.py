@@ -96,7 +96,7 @@ def setting(default: Any, env: str, **options: Any) -> Any:
 class Settings:
     """Process-wide configuration. Build with :meth:`from_env`; tests use ``dataclasses.replace``."""
 
-    database_url: str | None = setting(None, ENV_DATABASE_URL)  # None → embedded Postgres under data_dir/pg
+    database_url: str | None = setting(None, ENV_DATABASE_URL)  # None → embedded Postgres (store/embedded.py) under data_dir/pg
     data_dir: Path = dataclasses.field(default_factory=_default_data_dir,  # default ~/.engram
                                        metadata=_env(ENV_DATA_DIR))
     tenant: str = setting("local", ENV_TENANT)  # the tenant the CLI acts for

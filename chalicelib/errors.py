@@ -7,6 +7,7 @@ with ``raise ... from exc``; domain code never catches driver exceptions.
 
     EngramError (500, server_error)
     ├── ConfigurationError (500; code misconfigured)   a setting is missing, malformed or contradictory
+    │   └── EmbeddedDatabaseError (500)       the embedded Postgres cannot start (no package, foreign folder)
     ├── InvalidRequestError (400, invalid_request_error)
     │   ├── DocumentError (400; code unsupported_file | invalid_file)   a file that cannot be ingested
     │   └── EmbeddingMismatchError (400; code embedding_model_mismatch)
@@ -145,3 +146,10 @@ class UpstreamTimeoutError(UpstreamError):
 
     status = 504
     default_code = "upstream_timeout"
+
+
+class EmbeddedDatabaseError(ConfigurationError):
+    """500: the embedded Postgres (used when ``DATABASE_URL`` is unset) cannot start: its package is not installed,
+    or its data folder was made by another Postgres major version. The message says what to do; nothing is changed."""
+
+    default_code = "embedded_database_unavailable"

@@ -19,7 +19,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A server URL: $DATABASE_URL, else an embedded pgserver in a temporary folder."""
+    """A server URL: $DATABASE_URL, else the embedded server in a temporary folder."""
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
     from chalicelib.store.embedded import embedded_database_url

@@ -1,5 +1,6 @@
 """Connections to Postgres: the URL (``DATABASE_URL`` or the embedded server), pgvector registration,
-migrations on first connect, and feature detection of the pgvector version (0.6 locally, 0.8 on AWS)."""
+migrations on first connect, and feature detection of the pgvector version (0.8 embedded and on AWS; a
+``DATABASE_URL`` server may be older)."""
 
 from __future__ import annotations
 
