@@ -9,7 +9,8 @@ the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becom
 it. Their modules are imported on the first event, not at cold start.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chalice import Chalice, Rate
 

@@ -43,6 +43,7 @@ Then a breakdown of the fixed per-request database work (sequential p50 of each 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 # Before anything imports chalicelib.observability (search.service does): no EMF documents, no request log
 # lines. Inherited by the server process.
@@ -50,39 +51,39 @@ os.environ["ENGRAM_METRICS"] = "off"
 os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import multiprocessing  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-from typing import Any, Callable, Sequence  # noqa: E402
+import argparse
+import json
+import math
+import multiprocessing
+import re
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+from collections.abc import Callable, Sequence
 
-import numpy as np  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
+import numpy as np
+import psycopg
+from psycopg import sql
 
-from common import SHARED_DATA, bench_settings, percentile  # noqa: E402
+from common import SHARED_DATA, bench_settings, percentile
 
-from chalicelib import observability  # noqa: E402
-from chalicelib.api import objects  # noqa: E402
-from chalicelib.embed.hashing import HashingEmbedder  # noqa: E402
-from chalicelib.store.chunks import Chunk  # noqa: E402
-from chalicelib.search import service  # noqa: E402
-from chalicelib.search.keyword import keyword_search  # noqa: E402
-from chalicelib.search.service import parse_ranking_options, search  # noqa: E402
-from chalicelib.search.vector import VectorScope, vector_search  # noqa: E402
-from chalicelib.store import api_keys  # noqa: E402
-from chalicelib.store import chunks as chunk_rows  # noqa: E402
-from chalicelib.store import attachments  # noqa: E402
-from chalicelib.store import files as file_rows  # noqa: E402
-from chalicelib.store import vector_stores  # noqa: E402
-from chalicelib.store.db import capabilities, close_pools, connect, pool, tenant_connection  # noqa: E402
-from search import auto_mwm, build_index, database_for, drop_database, index_valid  # noqa: E402
+from chalicelib import observability
+from chalicelib.api import objects
+from chalicelib.embed.hashing import HashingEmbedder
+from chalicelib.store.chunks import Chunk
+from chalicelib.search import service
+from chalicelib.search.keyword import keyword_search
+from chalicelib.search.service import parse_ranking_options, search
+from chalicelib.search.vector import VectorScope, vector_search
+from chalicelib.store import api_keys
+from chalicelib.store import attachments
+from chalicelib.store import files as file_rows
+from chalicelib.store import vector_stores
+from chalicelib.store.db import capabilities, close_pools, connect, pool, tenant_connection
+from search import auto_mwm, build_index, database_for, drop_database, index_valid
 
 observability.configure(False)
 
@@ -294,7 +295,7 @@ class Server:
         """CPU seconds (user + system) the server process has used so far (None in same-process mode)."""
         if self.pid is None:
             return None
-        fields = open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
@@ -346,7 +347,7 @@ def concurrent(make: Callable[[], Callable[[str], Any]], queries: Sequence[str],
             call = make()
             for k in range(warmup):
                 call(queries[(i * 37 + k) % len(queries)])
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
         barrier.wait()
         k = 0
@@ -361,7 +362,7 @@ def concurrent(make: Callable[[], Callable[[str], Any]], queries: Sequence[str],
                 results[i].append(1000 * (done - started))
                 ends[i] = done
                 k += 1
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]

@@ -79,7 +79,7 @@ def measure_imports(runs: int) -> dict:
                 direct[name].append(cumulative_us)
         for package, self_us in packages.items():
             by_package[package].append(self_us)
-    ms = lambda values: round(statistics.median(values) / 1000, 1)  # noqa: E731
+    ms = lambda values: round(statistics.median(values) / 1000, 1)
     return {
         "runs": runs,
         "app_ms_median": ms(totals),

@@ -30,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import SHARED_DATA  # noqa: F401  (sets sys.path and offline model env)
+from common import SHARED_DATA
 
 TENANT = "bench"
 STORE = "pipeline"

@@ -69,7 +69,6 @@ import chalicelib.search.vector as vector_leg
 from chalicelib.store.chunks import Chunk
 from chalicelib.search.service import MIN_CANDIDATES
 from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store import chunks as chunk_rows
 from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
@@ -226,7 +225,7 @@ def load_store(conn: psycopg.Connection, store: vector_stores.VectorStore, rows:
 
 def build_index(conn: psycopg.Connection, maintenance_work_mem: str, workers: int) -> tuple[float, list[str]]:
     notices: list[str] = []
-    handler = lambda diag: notices.append(f"{diag.severity}: {diag.message_primary}")  # noqa: E731
+    handler = lambda diag: notices.append(f"{diag.severity}: {diag.message_primary}")
     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(vector_stores.hnsw_index_name(DIM))))
     conn.add_notice_handler(handler)
     try:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from chalicelib.errors import ConfigurationError
 
@@ -96,16 +97,18 @@ def setting(default: Any, env: str, **options: Any) -> Any:
 class Settings:
     """Process-wide configuration. Build with :meth:`from_env`; tests use ``dataclasses.replace``."""
 
-    database_url: str | None = setting(None, ENV_DATABASE_URL)  # None → embedded Postgres (store/embedded.py) under data_dir/pg
+    database_url: str | None = setting(None, ENV_DATABASE_URL)  # None → embedded Postgres (store/embedded.py)
     data_dir: Path = dataclasses.field(default_factory=_default_data_dir,  # default ~/.engram
                                        metadata=_env(ENV_DATA_DIR))
     tenant: str = setting("local", ENV_TENANT)  # the tenant the CLI acts for
-    embedding_provider: str = setting("local", ENV_EMBEDDING_PROVIDER, choices=EMBEDDING_PROVIDERS)  # hashing: tests only
+    # local | openai | bedrock | hashing (hashing: tests only).
+    embedding_provider: str = setting("local", ENV_EMBEDDING_PROVIDER, choices=EMBEDDING_PROVIDERS)
     # Unset: the provider's default model (DEFAULT_MODELS).
     embedding_model: str = setting(DEFAULT_MODELS["local"], ENV_EMBEDDING_MODEL)
     embedding_base_url: str = setting("https://api.openai.com/v1", ENV_EMBEDDING_BASE_URL)  # OpenAI-compatible /v1
     embedding_api_key: str | None = setting(None, ENV_EMBEDDING_API_KEY, fallback="OPENAI_API_KEY")
-    embedding_dimensions: int | None = setting(None, ENV_EMBEDDING_DIMENSIONS)  # shortened vectors (OpenAI v3, Titan v2)
+    # Shortened vectors (OpenAI text-embedding-3, Titan v2).
+    embedding_dimensions: int | None = setting(None, ENV_EMBEDDING_DIMENSIONS)
     embedding_max_input_tokens: int | None = setting(None, ENV_EMBEDDING_MAX_INPUT_TOKENS)  # override the model's
     embedding_timeout_s: float = setting(60.0, ENV_EMBEDDING_TIMEOUT_S)
     embedding_max_retries: int = setting(6, ENV_EMBEDDING_MAX_RETRIES)
@@ -151,7 +154,7 @@ class Settings:
         return self.processing_lease_s * self.processing_max_attempts
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from ``environ`` (default ``os.environ``); unset or empty variables keep the field's
         default (the embedding model's default follows the provider).
 

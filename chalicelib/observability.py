@@ -68,6 +68,7 @@ __all__ = [
     "current_request_id",
     "get_logger",
     "get_metrics",
+    "log_to_stderr",
     "metrics_enabled",
     "observe",
     "record",
@@ -115,14 +116,37 @@ _request: contextvars.ContextVar[_RequestState | None] = contextvars.ContextVar(
 
 
 class _Stdout:
-    """A stream that resolves ``sys.stdout`` at write time (so redirection and pytest's capsys keep working after
-    the logger handler was built)."""
+    """The log stream: ``sys.stdout`` (or ``sys.stderr`` after :func:`log_to_stderr`) resolved at write time, so
+    redirection and pytest's capsys keep working after the handler was built. Writes are buffered per thread and
+    whole lines go out under one lock, so records from concurrent requests never share a line."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        return sys.stdout.write(text)
+        pending = getattr(self._local, "pending", "") + text
+        head, newline, tail = pending.rpartition("\n")
+        self._local.pending = tail
+        if newline:
+            with self._lock:
+                target = sys.stderr if _to_stderr else sys.stdout
+                target.write(head + newline)
+                target.flush()
+        return len(text)
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        pass  # whole lines are flushed as they complete
+
+
+_to_stderr = False
+
+
+def log_to_stderr(enabled: bool = True) -> None:
+    """Send log lines to stderr instead of stdout (the CLI, whose stdout is its output); ``False`` restores stdout.
+    Never raises."""
+    global _to_stderr
+    _to_stderr = enabled
 
 
 # --------------------------------------------------------------------------------------------------- public API
@@ -203,7 +227,7 @@ def set_tenant(tenant: str | None) -> None:
             log.thread_safe_remove_keys(["tenant"])
         else:
             log.thread_safe_append_keys(tenant=tenant)
-    except Exception:  # noqa: BLE001 - observability must never break the caller
+    except Exception:
         _internal.debug("set_tenant failed", exc_info=True)
 
 
@@ -236,7 +260,7 @@ def record(name: str, value: float, unit: str = "Milliseconds") -> None:
             finally:
                 if shared.metric_set:  # flushing an empty set only emits a powertools warning
                     shared.flush_metrics()
-    except Exception:  # noqa: BLE001
+    except Exception:
         _internal.warning("dropped metric %r=%r %s", name, value, unit, exc_info=True)
 
 
@@ -282,7 +306,7 @@ def _begin(event: Any) -> _RequestState | None:
             method=getattr(event, "method", None),
         )
         return state
-    except Exception:  # noqa: BLE001
+    except Exception:
         _internal.debug("observability begin failed", exc_info=True)
         return None
 
@@ -302,21 +326,21 @@ def _finish(state: _RequestState | None, event: Any, response: Any, exc: BaseExc
             _safe(_add_header, response, state.request_id)
         _safe(_log_line, method, route, raw_path, status, latency_ms, tenant, exc)
         _safe(_emit_metrics, state, route, method, raw_path, status, latency_ms, tenant)
-    except Exception:  # noqa: BLE001
+    except Exception:
         _internal.debug("observability finish failed", exc_info=True)
     finally:
         try:
             _request.set(None)
             _tenant.set(None)
             get_logger().thread_safe_clear_keys()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
 def _safe(fn: Callable[..., None], *args: Any) -> None:
     try:
         fn(*args)
-    except Exception:  # noqa: BLE001
+    except Exception:
         _internal.debug("observability step %s failed", getattr(fn, "__name__", fn), exc_info=True)
 
 
@@ -403,7 +427,7 @@ def _status(response: Any, exc: BaseException | None) -> int:
     if exc is None:
         try:
             return int(response.status_code)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return 500
     for attr in ("status", "STATUS_CODE", "status_code"):
         value = getattr(exc, attr, None)

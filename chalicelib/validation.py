@@ -2,8 +2,9 @@
 ``extra_body`` extensions): JSON bodies decoded into storable values, and pydantic models applied with OpenAI-style
 400s that name the offending field.
 
-Nothing here knows HTTP: callers hand over bytes or parsed values and get :class:`~chalicelib.errors.InvalidRequestError`
-(400) for every client mistake — never a 500 from a value Postgres or the JSON encoder cannot hold.
+Nothing here knows HTTP: callers hand over bytes or parsed values and get
+:class:`~chalicelib.errors.InvalidRequestError` (400) for every client mistake — never a 500 from a value Postgres
+or the JSON encoder cannot hold.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ attribute pairs, keys of 1–64 characters, string values of at most 512 charact
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict, Union
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import AfterValidator
 
@@ -83,4 +83,4 @@ def check_pairs(value: dict[str, Any] | None) -> dict[str, Any] | None:
 # Object metadata: up to 16 string pairs (vector stores, responses, and Engram's own objects).
 Metadata = Annotated[dict[str, str], AfterValidator(check_pairs)]
 # Vector-store file attributes: up to 16 pairs of strings, numbers or booleans (filterable).
-Attributes = Annotated[dict[str, Union[bool, int, float, str]], AfterValidator(check_pairs)]
+Attributes = Annotated[dict[str, bool | int | float | str], AfterValidator(check_pairs)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -75,7 +75,7 @@ def list_jobs(as_json: bool = typer.Option(False, "--json", help="Print the jobs
 
 @app.command("run")
 def run_job(name: str = typer.Argument(..., help="The job's name (see `engram jobs list`)."),
-            tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant's data."),
+            tenant: str | None = typer.Option(None, "--tenant", "-t", help="Only this tenant's data."),
             as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON.")) -> None:
     """Run one job now, whatever its cadence (still exclusive: exit 1 if another run holds it)."""
     from chalicelib.jobs import runner, table
@@ -93,6 +93,7 @@ def run_job(name: str = typer.Argument(..., help="The job's name (see `engram jo
     else:
         counts = ", ".join(f"{k} {v}" for k, v in outcome.counts.items()) or "nothing to do"
         detail = outcome.error or outcome.reason or counts
-        console.print(f"{outcome.job} ({outcome.scope}): {outcome.status} in {outcome.seconds:.2f} s — {escape(detail)}")
+        console.print(f"{outcome.job} ({outcome.scope}): {outcome.status} in {outcome.seconds:.2f} s — "
+                      f"{escape(detail)}")
     if outcome.status in ("failed", "skipped"):
         raise typer.Exit(code=1)

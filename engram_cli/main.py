@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -28,6 +28,14 @@ from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _everywhere() -> None:
+    """Log lines go to stderr: stdout is the commands' output (``--json`` readers parse it)."""
+    from chalicelib import observability
+
+    observability.log_to_stderr()
 console = Console()
 err_console = Console(stderr=True)
 
@@ -42,8 +50,8 @@ def _fail(exc: EngramError) -> None:
 @app.command()
 def ingest(paths: list[Path] = typer.Argument(..., exists=True, help="Files or folders (recursive)."),
            store: str = STORE_OPTION,
-           max_chunk_tokens: Optional[int] = typer.Option(None, help="Static strategy: max tokens per chunk."),
-           overlap_tokens: Optional[int] = typer.Option(None, help="Static strategy: overlap tokens."),
+           max_chunk_tokens: int | None = typer.Option(None, help="Static strategy: max tokens per chunk."),
+           overlap_tokens: int | None = typer.Option(None, help="Static strategy: overlap tokens."),
            force: bool = typer.Option(False, help="Re-ingest files whose content is unchanged."),
            as_json: bool = typer.Option(False, "--json", help="Print the per-file results as JSON.")) -> None:
     """Ingest files into a vector store; print a per-file status summary."""
@@ -51,7 +59,8 @@ def ingest(paths: list[Path] = typer.Argument(..., exists=True, help="Files or f
     strategy = None
     if max_chunk_tokens is not None or overlap_tokens is not None:
         strategy = {"type": "static", "static": {"max_chunk_size_tokens": max_chunk_tokens or 800,
-                                                  "chunk_overlap_tokens": overlap_tokens if overlap_tokens is not None else 400}}
+                                                  "chunk_overlap_tokens": 400 if overlap_tokens is None
+                                                  else overlap_tokens}}
     try:
         with deps.connect() as conn:
             target = service.open_store(conn, store)
@@ -74,7 +83,8 @@ def ingest(paths: list[Path] = typer.Argument(..., exists=True, help="Files or f
     for r in results:
         colour = {"completed": "green", "failed": "red", "skipped": "dim"}[r.status]
         detail = f"{r.error['code']}: {r.error['message']}" if r.error else ""
-        table.add_row(r.filename, f"[{colour}]{r.status}[/]", str(r.chunk_count), str(r.embedded), str(r.cached), detail)
+        table.add_row(r.filename, f"[{colour}]{r.status}[/]", str(r.chunk_count), str(r.embedded), str(r.cached),
+                      detail)
     console.print(table)
     counts = {s: sum(r.status == s for r in results) for s in ("completed", "failed", "skipped")}
     console.print(f"{len(results)} files: {counts['completed']} completed, {counts['failed']} failed, "
@@ -84,7 +94,7 @@ def ingest(paths: list[Path] = typer.Argument(..., exists=True, help="Files or f
 @app.command()
 def search(query: str = typer.Argument(..., help="What to look for."), store: str = STORE_OPTION,
            k: int = typer.Option(10, "-k", help="Number of results (1-50)."),
-           filter_json: Optional[str] = typer.Option(None, "--filter", help="OpenAI attribute filter as JSON."),
+           filter_json: str | None = typer.Option(None, "--filter", help="OpenAI attribute filter as JSON."),
            mode: str = typer.Option("hybrid", help="hybrid | vector | keyword"),
            as_json: bool = typer.Option(False, "--json", help="Print results as a JSON list.")) -> None:
     """Search a vector store: score, file, position, snippet."""
@@ -92,7 +102,7 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
         filters = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:
         err_console.print(f"[bold red]error[/]: --filter is not valid JSON: {exc}")
-        raise typer.Exit(code=2)
+        raise typer.Exit(code=2) from None
     try:
         with deps.connect() as conn:
             hits = service.search(conn, store, query, k=k, filters=filters, mode=mode)
@@ -145,12 +155,13 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
     console.print(table)
     for e in data["drop_errors"]:
-        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: {escape(e['message'])}")
+        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: "
+                      f"{escape(e['message'])}")
 
 
 @app.command()
 def delete(store: str = STORE_OPTION,
-           file: Optional[str] = typer.Option(None, "--file", help="Only this file (name or id) of the store."),
+           file: str | None = typer.Option(None, "--file", help="Only this file (name or id) of the store."),
            yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")) -> None:
     """Delete a vector store (with its chunks), or one file from it."""
     what = f"file {file!r} from store {store!r}" if file else f"vector store {store!r} and all its chunks"
@@ -165,7 +176,7 @@ def delete(store: str = STORE_OPTION,
 
 
 @app.command()
-def demo(folder: Optional[Path] = typer.Argument(None, help="Documents to ingest (default: bundled examples)."),
+def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (default: bundled examples)."),
          store: str = typer.Option("demo", "--store", "-s"),
          serve_api: bool = typer.Option(True, "--serve/--no-serve", help="Leave the stack and API running afterwards."),
          host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
@@ -180,7 +191,8 @@ def demo(folder: Optional[Path] = typer.Argument(None, help="Documents to ingest
 
     folder = folder or Path(__file__).resolve().parent.parent / "examples" / "docs"
     config = settings()
-    console.print(f"[bold]Engram demo[/]: database {'DATABASE_URL' if config.database_url else 'embedded (' + str(config.data_dir) + ')'}, "
+    database = "DATABASE_URL" if config.database_url else f"embedded ({config.data_dir})"
+    console.print(f"[bold]Engram demo[/]: database {database}, "
                   f"embedder {config.embedding_provider}:{config.embedding_model}")
     services = run.start_services(config, aws_port=aws_port, workers=workers)
     try:
@@ -225,9 +237,12 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to lis
           port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
           workers: int = typer.Option(1, "--workers", help="Pump workers per queue (concurrent handler calls)."),
           aws_port: int = typer.Option(DEFAULT_AWS_PORT, "--aws-port",
-                                       help="Port of the local AWS endpoint: moto S3, SQS, Secrets Manager (0: any free)."),
-          pump: bool = typer.Option(True, "--pump/--no-pump", help="Run the event pump here (--no-pump: `engram pump`)."),
-          api_key: Optional[str] = typer.Option(None, hidden=True), store: Optional[str] = typer.Option(None, hidden=True)) -> None:
+                                       help="Port of the local AWS endpoint: moto S3, SQS, Secrets Manager "
+                                            "(0: any free)."),
+          pump: bool = typer.Option(True, "--pump/--no-pump",
+                                    help="Run the event pump here (--no-pump: `engram pump`)."),
+          api_key: str | None = typer.Option(None, hidden=True),
+          store: str | None = typer.Option(None, hidden=True)) -> None:
     """The whole local stack until Ctrl-C: embedded database, moto (S3 drop bucket, SQS queues with DLQs, the bucket
     notification, the DSN secret), the event pump feeding the Chalice handlers, and the OpenAI-compatible API
     (and GET /health)."""
@@ -238,14 +253,14 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to lis
         services = run.start_services(config, aws_port=aws_port, workers=workers, pump=pump)
     except OSError as exc:
         err_console.print(f"[bold red]error[/]: {exc}")
-        raise typer.Exit(code=2)
+        raise typer.Exit(code=2) from None
     try:
         _serve_until_interrupted(services, host, port, api_key=api_key, store=store)
     finally:
         services.stop()
 
 
-def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: Optional[str], store: Optional[str]) -> None:
+def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: str | None, store: str | None) -> None:
     """Start the API on ``services``, print where everything is, block until Ctrl-C or SIGTERM."""
     config = settings()
     if config.auth_mode == "dev":
@@ -306,7 +321,7 @@ def pump(workers: int = typer.Option(1, "--workers", help="Pollers per queue (co
 @app.command()
 def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or folders (recursive)."),
          store: str = typer.Option(..., "--store", "-s", help="Vector store name or id (created if missing)."),
-         tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Tenant (default: ENGRAM_TENANT).")) -> None:
+         tenant: str | None = typer.Option(None, "--tenant", "-t", help="Tenant (default: ENGRAM_TENANT).")) -> None:
     """Upload files into the drop bucket at <tenant>/<store>/<relative path> (sidecar *.metadata.json files as they
     are): the running local stack's, else ENGRAM_BUCKET on AWS. The ingest handler takes it from there."""
     import boto3
@@ -322,7 +337,8 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
     elif settings().bucket:
         s3, bucket = boto3.client("s3", region_name=settings().aws_region), settings().bucket
     else:
-        err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET is unset")
+        err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET "
+                          "is unset")
         raise typer.Exit(code=2)
     items = drop_files.plan(paths, tenant or settings().tenant, store)
     size = drop_files.upload(s3, bucket, items)
@@ -373,7 +389,7 @@ def _key_dict(key: api_keys.ApiKey) -> dict[str, Any]:
 
 @keys_app.command("create")
 def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant the key acts as (created if new)."),
-                name: Optional[str] = typer.Option(None, "--name", help="A label for the key.")) -> None:
+                name: str | None = typer.Option(None, "--name", help="A label for the key.")) -> None:
     """Create an API key; the secret is printed once, alone on the last line of stdout."""
     try:
         with deps.connect() as conn:
@@ -386,7 +402,7 @@ def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant t
 
 
 @keys_app.command("list")
-def keys_list(tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys."),
+def keys_list(tenant: str | None = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys."),
               as_json: bool = typer.Option(False, "--json", help="Print the keys as a JSON list.")) -> None:
     """List API keys (all tenants unless --tenant), oldest first, revoked ones included."""
     with deps.connect() as conn:
@@ -404,7 +420,8 @@ def keys_list(tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help=
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (key_...), as shown by `engram keys list`.")) -> None:
+def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (key_...), as shown by `engram keys list`.")
+                ) -> None:
     """Revoke an API key: requests using it are refused from now on. Exit 1 if unknown or already revoked."""
     with deps.connect() as conn:
         if api_keys.revoke_key(conn, key_id):

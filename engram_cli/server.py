@@ -58,7 +58,7 @@ def _request_handler_cls():
         disable_nagle_algorithm = True
         _buffered_body: bytes | None = None  # a POST body already read by do_POST, for Chalice's _parse_payload
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             # Chalice's local gateway buffers whole answers; a streamed Responses request goes to the streaming
             # front instead (events written as they are produced, chunked), everything else on through Chalice.
             length = int(self.headers.get("content-length") or 0)
@@ -75,7 +75,7 @@ def _request_handler_cls():
             body, self._buffered_body = self._buffered_body, None
             return dict(self.headers), body or None
 
-        def _stream(self, response: "streaming_front.FrontResponse") -> None:
+        def _stream(self, response: streaming_front.FrontResponse) -> None:
             self.send_response(response.status)
             for name, value in [*response.headers, ("x-request-id", response.request_id)]:
                 self.send_header(name, value)

@@ -13,9 +13,8 @@ from chalicelib.errors import NotFoundError
 from chalicelib.ingest.pipeline import IngestResult, ingest_bytes
 from chalicelib.search.service import MAX_RESULTS_API, RankingOptions, SearchHit
 from chalicelib.search.service import search as run_search
-from chalicelib.store import attachments
+from chalicelib.store import attachments, vector_stores
 from chalicelib.store import files as file_rows
-from chalicelib.store import vector_stores
 
 DEMO_QUERIES = (
     "why do filtered vector searches return too few results?",

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -51,6 +52,9 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "
 PRUNED_DIRS = ("tests",)
 PRUNED_SUFFIXES = (".pyi", ".pxd", ".pyx", ".h", ".c", ".cpp")
 CHALICE_TIMEOUT_S = 300
+# Every function in the VPC needs the ENI actions, which support no resource scoping.
+ENI_POLICY = "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaENIManagementAccess"
+MODEL_ARN = "arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/${{{parameter}}}"
 
 
 def stage(dest: Path) -> Path:
@@ -98,9 +102,79 @@ def synthesize(out: Path, *, work: Path | None = None) -> Path:
         template = yaml.safe_load((packaged / "sam.yaml").read_text())
         shutil.copy2(packaged / CODE_ZIP, out / CODE_ZIP)
     template["Resources"]["DatabaseMigration"]["Properties"]["Migrations"] = migration_versions()
+    add_lanes(template)
     path = out / TEMPLATE_NAME
     path.write_text(json.dumps(template, indent=1) + "\n")
     return path
+
+
+def lane_resources() -> dict[str, dict[str, Any]]:
+    """What each lane of the jobs table (:data:`chalicelib.jobs.table.LANES`) needs beyond the function Chalice
+    generates for its schedule: the function's role and log group, and that role (its log group, the DSN secret, the
+    ENI policy every VPC function has, and the AWS access the lane ``needs``: ``bucket``, ``queues``, ``models``).
+    ``{logical id: resource}``; the function entries hold only the properties merged into Chalice's."""
+    from chalice.utils import to_cfn_resource_name
+
+    from chalicelib.dispatch.table import QUEUES
+    from chalicelib.jobs.table import LANES
+
+    out: dict[str, dict[str, Any]] = {}
+    for lane in LANES:
+        name = to_cfn_resource_name(lane.name)
+        role, logs = f"{name}FunctionRole", f"{name}LogGroup"
+        out[name] = {"Properties": {"Role": {"Fn::GetAtt": [role, "Arn"]},
+                                    "LoggingConfig": {"LogGroup": {"Ref": logs}, "LogFormat": "Text"}}}
+        out[logs] = {"Type": "AWS::Logs::LogGroup", "Properties": {
+            "LogGroupName": {"Fn::Sub": "/aws/lambda/${AWS::StackName}/" + lane.name.replace("_", "-")},
+            "RetentionInDays": {"Ref": "LogRetentionDays"}}}
+        statements: list[dict[str, Any]] = [
+            {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+             "Resource": {"Fn::GetAtt": [logs, "Arn"]}},
+            {"Sid": "DatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+             "Resource": {"Ref": "DatabaseSecret"}},
+        ]
+        if "bucket" in lane.needs:
+            statements += [
+                {"Sid": "Bucket", "Effect": "Allow",
+                 "Action": ["s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                 "Resource": {"Fn::Sub": "${DropBucket.Arn}/*"}},
+                {"Sid": "ListBucket", "Effect": "Allow", "Action": "s3:ListBucket",
+                 "Resource": {"Fn::GetAtt": ["DropBucket", "Arn"]}}]
+        if "queues" in lane.needs:
+            statements.append({"Sid": "SendToQueues", "Effect": "Allow",
+                               "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                               "Resource": [{"Fn::GetAtt": [queue_resource(q.role), "Arn"]} for q in QUEUES]})
+        if "models" in lane.needs:
+            statements.append({"Sid": "InvokeModels", "Effect": "Allow",
+                               "Action": ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                               "Resource": [{"Fn::Sub": MODEL_ARN.format(parameter=p)}
+                                            for p in ("EmbeddingModel", "ChatModel")]})
+        out[role] = {"Type": "AWS::IAM::Role", "Properties": {
+            "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
+            "ManagedPolicyArns": [{"Fn::Sub": ENI_POLICY}],
+            "Policies": [{"PolicyName": f"engram-{lane.name.replace('_', '-')}",
+                          "PolicyDocument": {"Version": "2012-10-17", "Statement": statements}}]}}
+    return out
+
+
+def queue_resource(role: str) -> str:
+    """The template's logical id of the queue with ``role`` (``ingest`` → ``IngestQueue``)."""
+    return f"{role.title()}Queue"
+
+
+def add_lanes(template: dict[str, Any]) -> None:
+    """Merge :func:`lane_resources` into a synthesized ``template`` (in place).
+
+    Raises:
+        KeyError: Chalice generated no function for a lane (``app.py`` and the jobs table disagree).
+    """
+    resources = template["Resources"]
+    for logical_id, resource in lane_resources().items():
+        if "Type" in resource:
+            resources[logical_id] = resource
+        else:
+            resources[logical_id]["Properties"].update(resource["Properties"])
 
 
 def build_layer(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> Path:

@@ -17,6 +17,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _logs_on_stdout():
+    """Log lines on stdout, as in Lambda (an in-process CLI run sends them to stderr; undo that after it)."""
+    yield
+    from chalicelib import observability
+
+    observability.log_to_stderr(False)
+
+
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A server URL: $DATABASE_URL, else the embedded server in a temporary folder."""

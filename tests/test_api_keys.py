@@ -59,9 +59,8 @@ def test_lookup_works_for_a_role_without_access_to_the_table(conn):
     _, secret = api_keys.create_key(conn, "rls-tenant")
     conn.execute("SET ROLE engram_app")
     try:
-        with pytest.raises(Exception, match="permission denied"):
-            with conn.transaction():
-                conn.execute("SELECT * FROM api_keys")
+        with pytest.raises(Exception, match="permission denied"), conn.transaction():
+            conn.execute("SELECT * FROM api_keys")
         assert api_keys.tenant_for_key(conn, secret) == "rls-tenant"
     finally:
         conn.execute("RESET ROLE")

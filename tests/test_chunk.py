@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chalicelib.errors import InvalidRequestError
 from chalicelib.ingest.chunk import ChunkingStrategy, chunk_document, resolve_chunking_strategy

@@ -12,8 +12,7 @@ from moto import mock_aws
 
 from chalicelib.config import Settings
 from chalicelib.errors import ConfigurationError
-from chalicelib.store import dsn
-from chalicelib.store import db
+from chalicelib.store import db, dsn
 
 
 def test_rds_json_secret_becomes_a_tls_conninfo() -> None:

@@ -13,8 +13,8 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import pytest
@@ -24,7 +24,13 @@ from chalicelib.embed import Embedder, Tokenizer, build_embedder
 from chalicelib.embed.bedrock import BedrockTitanEmbedder
 from chalicelib.embed.hashing import HashingEmbedder
 from chalicelib.embed.openai_http import EstimatingTokenizer, OpenAIEmbedder
-from chalicelib.errors import ConfigurationError, InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.errors import (
+    ConfigurationError,
+    InvalidRequestError,
+    RateLimitError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 
 BASE = "https://embed.test/v1"
 REPO = Path(__file__).resolve().parents[1]
@@ -345,7 +351,7 @@ def test_hashing_deterministic_normalised_and_lexical():
     for v in va:
         assert len(v) == 384 and math.sqrt(sum(x * x for x in v)) == pytest.approx(1.0)
     q = a.embed(["cat on a mat"])[0]
-    dot = lambda u, v: sum(x * y for x, y in zip(u, v))  # noqa: E731
+    dot = lambda u, v: sum(x * y for x, y in zip(u, v))
     assert dot(q, va[0]) > dot(q, va[1])
     assert a.tokenizer.count("Hello, world!") == 4
 
@@ -423,7 +429,7 @@ def test_local_model_real():
     )
     assert len(query) == 384
     assert math.sqrt(sum(x * x for x in query)) == pytest.approx(1.0, abs=1e-5)
-    dot: Callable[[list[float], list[float]], float] = lambda u, v: sum(x * y for x, y in zip(u, v))  # noqa: E731
+    dot: Callable[[list[float], list[float]], float] = lambda u, v: sum(x * y for x, y in zip(u, v))
     assert dot(query, related) > dot(query, unrelated) + 0.2
 
     # WordPieceTokenizer agrees with the tokenizer sentence-transformers actually uses (minus [CLS]/[SEP]).

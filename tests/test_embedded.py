@@ -18,8 +18,13 @@ from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import capabilities, connect
-from chalicelib.store.embedded import (POSTGRES_MAJOR, embedded_database_url, folder_major_version, pgdata_folder,
-                                       update_vector_extension)
+from chalicelib.store.embedded import (
+    POSTGRES_MAJOR,
+    embedded_database_url,
+    folder_major_version,
+    pgdata_folder,
+    update_vector_extension,
+)
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")),
                                 reason="DATABASE_URL is set: the tests run against that server, not the embedded one")
@@ -76,7 +81,7 @@ def test_pgserver_folder_is_upgraded_in_place(settings, tmp_path, hashing_embedd
         with connect(old) as conn:
             assert capabilities(conn).pgvector_version == (0, 6, 2)
             store = vector_stores.find_or_create(conn, "mig", "kb", model=hashing_embedder.model, dim=DIM)
-            ingest_bytes(conn, "mig", store, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
+            ingest_bytes(conn, old, "mig", store, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
                          attributes={"kind": "big"},
                          chunking_strategy={"type": "static",
                                             "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})

@@ -245,7 +245,7 @@ def test_tenants_do_not_leak_across_threads(capsys):
         try:
             response = observe(_event("/t", request_id=f"req-{tenant}"), handler_for(tenant))
             assert response.headers["x-request-id"] == f"req-{tenant}"
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(t,)) for t in ("acme", "globex")]

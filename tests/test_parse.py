@@ -292,7 +292,7 @@ def test_docx_total_size_limit() -> None:
 
 
 def test_supported_extensions() -> None:
-    assert SUPPORTED_EXTENSIONS == {".txt", ".md", ".csv", ".json", ".html", ".htm", ".pdf", ".docx"}
+    assert {".txt", ".md", ".csv", ".json", ".html", ".htm", ".pdf", ".docx"} == SUPPORTED_EXTENSIONS
 
 
 @pytest.mark.parametrize("filename", ["archive.xyz", "README", "photo.png", "notes.txt.gz", "doc.doc"])

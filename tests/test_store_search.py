@@ -12,9 +12,8 @@ from chalicelib.errors import EmbeddingMismatchError, InvalidRequestError, NotFo
 from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.search.keyword import BM25_B, BM25_K1, keyword_search
 from chalicelib.search.service import RankingOptions, search
-from chalicelib.store import attachments
+from chalicelib.store import attachments, vector_stores
 from chalicelib.store import files as file_rows
-from chalicelib.store import vector_stores
 
 TEXT_A = b"""Postgres stores rows in heap pages.
 

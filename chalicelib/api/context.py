@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import psycopg
 

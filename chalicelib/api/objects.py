@@ -3,13 +3,13 @@ Unix-second timestamps."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.search.service import SearchHit
+from chalicelib.store.attachments import StoreFile
 from chalicelib.store.batches import Batch
 from chalicelib.store.batches import status as batch_status
-from chalicelib.store.attachments import StoreFile
 from chalicelib.store.files import FileRow
 from chalicelib.store.vector_stores import VectorStore, is_expired
 
@@ -21,7 +21,7 @@ def unix(value: datetime | None) -> int | None:
 
 def now() -> datetime:
     """The current time, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def file_object(row: FileRow) -> dict[str, Any]:

@@ -7,7 +7,7 @@ the modules that interpret them (:mod:`chalicelib.ingest.chunk`, :mod:`chaliceli
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,6 +18,10 @@ MAX_STORE_FILE_IDS = 500  # SPEC: vector store create file_ids maxItems
 MAX_BATCH_FILES = 2000  # SPEC: file batch file_ids / files 1..2000
 MAX_QUERY_CHARS = 4096
 MAX_QUERIES = 16
+
+
+Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+QueryList = Annotated[list[Query], Field(min_length=1, max_length=MAX_QUERIES)]
 
 
 class _Body(BaseModel):
@@ -83,7 +87,7 @@ class CreateFileBatch(_Body):
     chunking_strategy: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _one_of(self) -> "CreateFileBatch":
+    def _one_of(self) -> CreateFileBatch:
         if (self.file_ids is None) == (self.files is None):
             raise ValueError("provide exactly one of 'file_ids' or 'files'")
         return self
@@ -99,9 +103,7 @@ class CreateFileBatch(_Body):
 class SearchRequest(_Body):
     """``POST /v1/vector_stores/{id}/search``."""
 
-    query: Union[Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
-                 Annotated[list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]],
-                           Field(min_length=1, max_length=MAX_QUERIES)]]
+    query: Query | QueryList
     max_num_results: int = Field(default=10, ge=1, le=50)
     rewrite_query: bool = False
     filters: dict[str, Any] | None = None

@@ -47,9 +47,10 @@ import logging
 import socketserver
 import time
 import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from chalicelib import deps

@@ -10,8 +10,9 @@ With no backend configured, routing raises an error naming ENGRAM_CHAT_BASE_URL.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -53,7 +54,7 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
 
 

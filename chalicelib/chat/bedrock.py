@@ -31,7 +31,8 @@ connection errors, exponential backoff with jitter) with ``total_max_attempts = 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, Usage
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError

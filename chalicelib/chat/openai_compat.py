@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, Usage
-from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 
 ENV_API_KEY = "ENGRAM_CHAT_API_KEY"
 

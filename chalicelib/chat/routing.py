@@ -43,7 +43,8 @@ def parse_routes(routes: str | None) -> list[tuple[str, str]]:
         pattern, sep, provider = entry.partition("=")
         pattern, provider = pattern.strip(), provider.strip().lower()
         if not sep or not pattern or provider not in CHAT_PROVIDERS:
-            raise ConfigurationError(f"{ENV_CHAT_MODEL_ROUTES} entry {entry.strip()!r} is not 'pattern=provider' with a "
+            raise ConfigurationError(f"{ENV_CHAT_MODEL_ROUTES} entry {entry.strip()!r} is not 'pattern=provider' "
+                                     "with a "
                               f"provider among {', '.join(CHAT_PROVIDERS)}.", setting=ENV_CHAT_MODEL_ROUTES)
         rules.append((pattern, provider))
     return rules

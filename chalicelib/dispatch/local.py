@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from typing import Sequence
+from datetime import UTC, datetime
 
 from chalicelib.config import Settings
 from chalicelib.dispatch import table
@@ -46,7 +46,7 @@ class LocalDispatcher:
         """Handle ``messages`` now (inline) or queue them for the background threads. Never raises for a failing
         handler: the failure is recorded by the handler's ``give_up`` and logged. A message counts as received
         when sent (so, like an SQS retry, it cannot re-open work that failed after it was sent)."""
-        sent_at = datetime.now(timezone.utc)
+        sent_at = datetime.now(UTC)
         for message in messages:
             if self.inline:
                 self._run(message, sent_at)

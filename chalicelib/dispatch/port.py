@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Protocol, Sequence
+from typing import Any, ClassVar, Protocol
 
 from chalicelib.config import Settings
 
@@ -100,7 +101,7 @@ class Delivery:
     """
 
     settings: Settings
-    dispatcher: "Dispatcher"
+    dispatcher: Dispatcher
     arrived_at: datetime | None = None
     last_attempt: bool = True
     inline: bool = False

@@ -3,7 +3,7 @@ call (SQS's limit per call, Amazon SQS API Reference)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from chalicelib import aws
 from chalicelib.config import Settings

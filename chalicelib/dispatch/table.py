@@ -13,8 +13,8 @@ Adding a kind of message is one row here plus its handler.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from chalicelib.config import Settings, env_name
 from chalicelib.dispatch.port import Delivery, Message

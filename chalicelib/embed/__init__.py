@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.config import DEFAULT_MODELS
 from chalicelib.embed.base import Embedder, Tokenizer
-from chalicelib.errors import ConfigurationError, InvalidRequestError
+from chalicelib.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from chalicelib.config import Settings
@@ -54,7 +54,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def build_embedder(settings: "Settings") -> Embedder:
+def build_embedder(settings: Settings) -> Embedder:
     """The embedder ``settings`` ask for (``embedding_provider`` and the other ``embedding_*`` fields).
 
     Nothing slow happens here: the local model, Bedrock client and dimension probes are all deferred to first use.
@@ -115,5 +115,6 @@ def build_embedder(settings: "Settings") -> Embedder:
             dimension = int(match.group(1)) if match else DEFAULT_DIMENSION
         return HashingEmbedder(dimension)
     raise ConfigurationError(
-        f"Unknown embedding provider {provider!r}; expected local, openai, bedrock or hashing.", setting="ENGRAM_EMBEDDING_PROVIDER"
+        f"Unknown embedding provider {provider!r}; expected local, openai, bedrock or hashing.",
+        setting="ENGRAM_EMBEDDING_PROVIDER",
     )

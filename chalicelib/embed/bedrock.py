@@ -11,11 +11,18 @@ boto3 is imported, and the client built, on the first :meth:`BedrockTitanEmbedde
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 from chalicelib.embed.openai_http import EMPTY_INPUT_SUBSTITUTE, EstimatingTokenizer, l2_normalize
-from chalicelib.errors import ConfigurationError, InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.errors import (
+    ConfigurationError,
+    InvalidRequestError,
+    RateLimitError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)  # accepted "dimensions" values (Bedrock user guide, Titan V2 request)
@@ -72,7 +79,8 @@ class BedrockTitanEmbedder:
             dim = 1024 if dimensions is None else dimensions
             if dim not in TITAN_V2_DIMENSIONS:
                 raise ConfigurationError(
-                    f"Titan v2 embedding dimensions must be one of {TITAN_V2_DIMENSIONS}, got {dim}.", setting="ENGRAM_EMBEDDING_DIMENSIONS"
+                    f"Titan v2 embedding dimensions must be one of {TITAN_V2_DIMENSIONS}, got {dim}.",
+                    setting="ENGRAM_EMBEDDING_DIMENSIONS",
                 )
             self.dimension = dim
         self.model = model

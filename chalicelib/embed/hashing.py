@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from chalicelib.errors import InvalidRequestError
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from chalicelib.errors import ConfigurationError, InvalidRequestError, UpstreamError
+from chalicelib.errors import ConfigurationError, UpstreamError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 # [CLS] and [SEP]: added by the BERT tokenizer to every input, counted in max_seq_length.

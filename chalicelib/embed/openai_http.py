@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import httpx
 
-from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+from chalicelib.http_retry import RETRYABLE_STATUS, backoff_s, retry_after_s, server_message
 
 ENV_API_KEY = "ENGRAM_EMBEDDING_API_KEY"
 

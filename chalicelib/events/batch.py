@@ -7,8 +7,9 @@ mapping needs ``FunctionResponseTypes: ["ReportBatchItemFailures"]``, which ``in
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from chalicelib.config import Settings
 
@@ -42,7 +43,7 @@ def first_received_at(record: Any) -> datetime | None:
     ``SentTimestamp``), or None. A message moved back from a dead-letter queue is a new message, so this is after
     the failure that sent it there — however the move preserves other attributes."""
     raw = record.attributes.approximate_first_receive_timestamp or record.attributes.sent_timestamp
-    return datetime.fromtimestamp(int(raw) / 1000, tz=timezone.utc) if raw else None
+    return datetime.fromtimestamp(int(raw) / 1000, tz=UTC) if raw else None
 
 
 def _logged(record_handler: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 
@@ -29,13 +29,13 @@ from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
-from chalicelib.events import objects, s3_keys, sidecar
+from chalicelib.events import s3_keys, sidecar
 from chalicelib.events.notifications import S3Record, compare_sequencers
 from chalicelib.events.s3_keys import DropKey, DropKeyError
 from chalicelib.ingest import engine
 from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.ingest.messages import FileMessage
-from chalicelib.store import attachments, drop_errors, drop_objects, ingest_jobs, vector_stores
+from chalicelib.store import attachments, blobs, drop_errors, drop_objects, ingest_jobs, vector_stores
 from chalicelib.store import files as file_rows
 from chalicelib.store.drop_objects import DropObject
 from chalicelib.store.vector_stores import VectorStore
@@ -101,10 +101,10 @@ def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
             return
     with tenant_connection(settings, key.tenant) as conn:
         row = drop_objects.get(conn, key.tenant, record.bucket, key.key)
-        if row is not None and row.version is not None and _order(record, row) == 0:
-            if row.vector_store_id is not None and row.file_id is not None and engine.fail_version(
-                    conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
-                return
+        opened = (row is not None and row.version is not None and row.vector_store_id is not None
+                  and row.file_id is not None and _order(record, row) == 0)
+        if opened and engine.fail_version(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
+            return
         _error(conn, key.tenant, record, "ingest_failed", f"{last_error['code']}: {last_error['message']}")
 
 
@@ -161,7 +161,7 @@ def _remove(conn: psycopg.Connection, key: DropKey, record: S3Record) -> str:
 def _apply_sidecar(conn: psycopg.Connection, settings: Settings, key: DropKey, record: S3Record) -> str:
     attributes = None
     if record.is_created:
-        data = objects.read(settings, record.bucket, key.key, record.etag)
+        data = blobs.read_object(record.bucket, key.key, record.etag, region=settings.aws_region)
         if data is None:
             return "stale"  # overwritten or deleted since: the newer event carries the change
         try:
@@ -181,7 +181,7 @@ def _apply_sidecar(conn: psycopg.Connection, settings: Settings, key: DropKey, r
         if target.file_id is not None and target.vector_store_id is not None and not target.deleted:
             try:
                 attachments.update_attributes(conn, key.tenant, target.vector_store_id, target.file_id,
-                                            attributes or {})
+                                              attributes or {})
             except NotFoundError:
                 pass  # detached meanwhile; the next drop of the file picks the sidecar up
     return "attributes"
@@ -215,7 +215,7 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
     except EmbeddingMismatchError as exc:
         raise _DropError(exc.code, exc.message) from None
-    if vector_stores.is_expired(store, datetime.now(timezone.utc)):
+    if vector_stores.is_expired(store, datetime.now(UTC)):
         raise _DropError("vector_store_expired", f"Vector store {store.id} has expired.")
     return store
 

@@ -5,12 +5,12 @@ Objects younger than :data:`ORPHAN_GRACE_S` are left alone: their row may be abo
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
-from chalicelib.config import Settings
 from chalicelib import aws
+from chalicelib.config import Settings
 from chalicelib.events import s3_keys
 from chalicelib.store import blob_refs
 from chalicelib.store.files import CONTENT_PREFIX
@@ -35,7 +35,7 @@ def sweep(conn: psycopg.Connection, settings: Settings, *, grace_s: float = ORPH
     tenants = [tenant_id] if tenant_id else blob_refs.tenants(conn)
     prefixes = ([f"{CONTENT_PREFIX}{tenant_id}/"] if tenant_id else [CONTENT_PREFIX]) + [
         f"{tenant}/uploads/" for tenant in tenants]
-    cutoff = datetime.now(timezone.utc) - timedelta(seconds=grace_s)
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
     return sum(_sweep_prefix(conn, settings, prefix, cutoff) for prefix in prefixes)
 
 

@@ -10,8 +10,9 @@ or failed, never one stuck ``in_progress``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import psycopg
 
@@ -25,6 +26,7 @@ from chalicelib.store import attachments as attachment_rows
 from chalicelib.store import files as file_rows
 from chalicelib.store.files import FileRow
 from chalicelib.store.vector_stores import VectorStore
+
 
 @dataclass(frozen=True, slots=True)
 class Attachment:

@@ -57,7 +57,8 @@ class ChunkingStrategy:
         }
 
 
-def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int, param: str = "chunking_strategy") -> ChunkingStrategy:
+def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int,
+                              param: str = "chunking_strategy") -> ChunkingStrategy:
     """Turn a request's ``chunking_strategy`` (None, ``{"type": "auto"}`` or ``{"type": "static", "static":
     {...}}``) into sizes the embedder can read.
 
@@ -78,7 +79,8 @@ def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int, param
     elif kind == "static":
         static = requested.get("static")
         if not isinstance(static, dict):
-            raise InvalidRequestError("chunking_strategy.static is required when type is 'static'.", param=f"{param}.static")
+            raise InvalidRequestError("chunking_strategy.static is required when type is 'static'.",
+                                      param=f"{param}.static")
         max_tokens = _int_field(static, "max_chunk_size_tokens", DEFAULT_CHUNK_TOKENS, f"{param}.static")
         overlap = _int_field(static, "chunk_overlap_tokens", DEFAULT_OVERLAP_TOKENS, f"{param}.static")
         if not MIN_CHUNK_TOKENS <= max_tokens <= MAX_CHUNK_TOKENS:
@@ -88,7 +90,8 @@ def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int, param
             )
         if overlap < 0 or overlap > max_tokens // 2:
             raise InvalidRequestError(
-                f"chunk_overlap_tokens must be between 0 and half of max_chunk_size_tokens ({max_tokens // 2}), got {overlap}.",
+                f"chunk_overlap_tokens must be between 0 and half of max_chunk_size_tokens ({max_tokens // 2}), "
+                f"got {overlap}.",
                 param=f"{param}.static.chunk_overlap_tokens",
             )
     else:
@@ -145,7 +148,8 @@ def _units(text: str, tokenizer: Tokenizer, limit: int) -> list[_Unit]:
 _LEVELS = ((LINE, _LINE_RE), (SENTENCE, _SENTENCE_RE), (WORD, _WORD_RE))
 
 
-def _descend(text: str, start: int, end: int, boundary: int, tokenizer: Tokenizer, limit: int, out: list[_Unit]) -> None:
+def _descend(text: str, start: int, end: int, boundary: int, tokenizer: Tokenizer, limit: int,
+             out: list[_Unit]) -> None:
     """Append units for ``text[start:end]``: always split to sentences (so chunks can fill up and overlap across
     paragraph ends), further to words and characters only where a sentence exceeds ``limit``."""
     for level, pattern in _LEVELS:
@@ -169,7 +173,8 @@ def _descend(text: str, start: int, end: int, boundary: int, tokenizer: Tokenize
     _cut_characters(text, start, end, boundary, tokenizer, limit, out)
 
 
-def _cut_characters(text: str, start: int, end: int, boundary: int, tokenizer: Tokenizer, limit: int, out: list[_Unit]) -> None:
+def _cut_characters(text: str, start: int, end: int, boundary: int, tokenizer: Tokenizer, limit: int,
+                    out: list[_Unit]) -> None:
     pos = start
     while pos < end:
         lo, hi = pos + 1, end  # largest stop in [lo, hi] whose slice fits

@@ -27,9 +27,10 @@ security confines every statement to the message's tenant.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import psycopg
 
@@ -40,7 +41,7 @@ from chalicelib.errors import DocumentError, EmbeddingMismatchError, EngramError
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.messages import BatchMessage, FileMessage
 from chalicelib.ingest.parse import ParseLimits, parse_document
-from chalicelib.store import attachments, embedding_cache, ingest_jobs, staged_chunks, vector_stores
+from chalicelib.store import attachments, blobs, embedding_cache, ingest_jobs, staged_chunks, vector_stores
 from chalicelib.store import files as file_rows
 from chalicelib.store.chunks import Chunk
 from chalicelib.store.ingest_jobs import Job
@@ -269,8 +270,9 @@ def retry_stalled(conn: psycopg.Connection, settings: Settings, dispatcher: Disp
                   tenant_id: str | None = None) -> int:
     """Housekeeping (one tenant's files, or every tenant's as the owner): claim again up to ``limit`` of the
     ``in_progress`` files whose lease ran out (or that waited a whole lease unclaimed) while attempts remain, and
-    send their new versions; returns how many were sent. A version still open in a durable queue is left alone while it progressed within
-    :data:`DURABLE_STALL_S`. Files out of attempts are left for :func:`attachments.settle` to fail.
+    send their new versions; returns how many were sent. A version still open in a durable queue is left alone
+    while it progressed within :data:`DURABLE_STALL_S`. Files out of attempts are left for
+    :func:`attachments.settle` to fail.
 
     Raises:
         UpstreamError: the queue failed (the versions are abandoned, so the next pass tries again).
@@ -337,9 +339,7 @@ def _read(conn: psycopg.Connection, settings: Settings, job: Job) -> bytes | Non
     """The version's bytes: its drop-folder object at the ETag it announced (None: overwritten or deleted since),
     else the file's stored content."""
     if job.source_key:
-        from chalicelib.events import objects
-
-        return objects.read(settings, job.source_bucket or "", job.source_key, job.source_etag)
+        return blobs.read_object(job.source_bucket or "", job.source_key, job.source_etag, region=settings.aws_region)
     return file_rows.get_content(conn, job.tenant_id, job.file_id)
 
 

@@ -6,7 +6,7 @@ returns a cursor, and the next run continues (every step finds its work by a pre
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from chalicelib.jobs.model import JobContext, JobResult
 
@@ -110,7 +110,7 @@ def _batches(ctx: JobContext, counter: str, step: Callable[..., int], *, size: i
                 return JobResult({counter: total}, cursor={"more": True})
 
 
-def _connection(ctx: JobContext):  # noqa: ANN202 - a pooled connection's context manager
+def _connection(ctx: JobContext):
     from chalicelib.store.db import pool
 
     return pool(ctx.settings).connection()

@@ -6,8 +6,9 @@ lists the rows, the runner (:mod:`chalicelib.jobs.runner`) executes them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from chalicelib.config import Settings
 

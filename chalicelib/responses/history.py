@@ -16,7 +16,7 @@ from typing import Any
 from chalicelib.chat.base import ChatMessage
 from chalicelib.config import Settings
 from chalicelib.responses import citations, items, summarize
-from chalicelib.responses.chain import Chain, load
+from chalicelib.responses.chain import Chain
 
 SUMMARY_HEADER = "Summary of the earlier conversation (older turns were condensed):\n"
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from chalicelib import ids
 from chalicelib.chat.base import ChatMessage, ToolCall

@@ -17,8 +17,9 @@ first model call only; later calls use ``auto`` (otherwise a forced search would
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, ToolSpec
 from chalicelib.errors import InvalidRequestError, UpstreamError

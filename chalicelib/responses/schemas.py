@@ -8,13 +8,13 @@ other than ``file_search`` and ``function``, image/file input parts.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from chalicelib.errors import InvalidRequestError
 from chalicelib.validation import validate
 from chalicelib.wire import Metadata
-from chalicelib.errors import InvalidRequestError
 
 # OpenAI: file_search max_num_results is 1..50, echoed as 20 when unset (SPEC example).
 DEFAULT_MAX_NUM_RESULTS = 20
@@ -82,7 +82,7 @@ class FunctionTool(_Body):
                 "strict": True if self.strict is None else self.strict}
 
 
-Tool = Union[FileSearchTool, FunctionTool]
+Tool = FileSearchTool | FunctionTool
 
 
 class ToolChoiceFunction(_Body):
@@ -98,7 +98,7 @@ class ToolChoiceFileSearch(_Body):
     type: Literal["file_search"]
 
 
-ToolChoice = Union[Literal["auto", "none", "required"], ToolChoiceFunction, ToolChoiceFileSearch]
+ToolChoice = Literal["auto", "none", "required"] | ToolChoiceFunction | ToolChoiceFileSearch
 
 
 class TextFormat(_Body):
@@ -118,7 +118,7 @@ class CreateResponse(_Body):
     ``parallel_tool_calls`` to true, ``tool_choice`` to ``auto``."""
 
     model: str = Field(min_length=1, max_length=256)
-    input: Union[str, list[dict[str, Any]]]  # items checked by parse_input
+    input: str | list[dict[str, Any]]  # items checked by parse_input
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, max_length=128)
     store: bool | None = None
@@ -126,7 +126,7 @@ class CreateResponse(_Body):
     background: bool | None = None
     metadata: Metadata | None = None
     tools: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TOOLS)  # see parse_tools
-    tool_choice: Union[str, dict[str, Any], None] = None  # see parse_tool_choice
+    tool_choice: str | dict[str, Any] | None = None  # see parse_tool_choice
     max_tool_calls: int | None = Field(default=None, ge=1)
     parallel_tool_calls: bool | None = None
     include: list[str] | None = None
@@ -164,7 +164,7 @@ class Refusal(_Body):
     refusal: str
 
 
-ContentPart = Annotated[Union[InputText, OutputText, Refusal], Field(discriminator="type")]
+ContentPart = Annotated[InputText | OutputText | Refusal, Field(discriminator="type")]
 
 
 class MessageItem(_Body):
@@ -172,7 +172,7 @@ class MessageItem(_Body):
 
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
-    content: Union[str, list[ContentPart]]
+    content: str | list[ContentPart]
     id: str | None = Field(default=None, max_length=128)
 
     @field_validator("content", mode="before")
@@ -211,7 +211,7 @@ class FunctionCallOutputItem(_Body):
 
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1, max_length=128)
-    output: Union[str, list[InputText]]
+    output: str | list[InputText]
     id: str | None = Field(default=None, max_length=128)
 
 
@@ -237,7 +237,7 @@ class FileSearchCallItem(_Body):
     results: list[FileSearchResultItem] | None = None
 
 
-InputItem = Union[MessageItem, FunctionCallItem, FunctionCallOutputItem, FileSearchCallItem]
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem
 _ITEM_MODELS: dict[str, type[BaseModel]] = {
     "message": MessageItem, "function_call": FunctionCallItem, "function_call_output": FunctionCallOutputItem,
     "file_search_call": FileSearchCallItem}

@@ -14,13 +14,15 @@ client is not stored.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from chalicelib import deps, ids
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
+from chalicelib.responses import chain as chains
 from chalicelib.responses import citations, history, items, loop, schemas, store, tools
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
@@ -139,7 +141,7 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     past = history.EMPTY
     if req.previous_response_id is not None:
         with tenant_connection(settings, tenant_id) as conn:
-            chain = history.load(conn, tenant_id, req.previous_response_id)
+            chain = chains.load(conn, tenant_id, req.previous_response_id)
         past = history.build(settings, chain, model=req.model)
     system = "\n\n".join(part for part in (req.instructions, citations.GUIDE if searcher else None, past.preamble)
                          if part)

@@ -12,4 +12,4 @@ def encode(event: dict[str, Any]) -> bytes:
     The SDK dispatches on ``data.type``; the ``event:`` line mirrors it for other SSE clients.
     """
     data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode("utf-8")
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult
 from chalicelib.config import Settings

@@ -9,7 +9,7 @@ so thresholds should keep a margin below the model's context window.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from chalicelib.chat.base import ChatMessage
 

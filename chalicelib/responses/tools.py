@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import deps, ids, observability
@@ -83,7 +83,7 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
         for store_id in dict.fromkeys(tool.vector_store_ids):
             try:
                 store = vector_stores.get(conn, tenant_id, store_id)
-                vector_stores.require_active(store, datetime.now(timezone.utc))
+                vector_stores.require_active(store, datetime.now(UTC))
                 vector_stores.check_embedding(store, embedder.model, embedder.dimension)
             except (NotFoundError, InvalidRequestError) as exc:
                 raise type(exc)(exc.message, param=param, code=exc.code) from None

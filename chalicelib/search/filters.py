@@ -1,7 +1,8 @@
 """Compile OpenAI attribute filters into parameterised SQL over ``chunks.attributes`` (jsonb).
 
 Grammar (OpenAI vector-store search ``filters``, OPENAI-COMPAT.md §2):
-    comparison := {"type": "eq"|"ne"|"gt"|"gte"|"lt"|"lte"|"in"|"nin", "key": str, "value": str|number|bool|[str|number]}
+    comparison := {"type": "eq"|"ne"|"gt"|"gte"|"lt"|"lte"|"in"|"nin", "key": str,
+                   "value": str|number|bool|[str|number]}
     compound   := {"type": "and"|"or", "filters": [comparison|compound, ...]}
 ``type`` defaults to ``eq`` for a comparison. Keys and values only ever travel as query parameters; the SQL text
 is built from fixed fragments, so no key or value can change the statement.
@@ -90,7 +91,8 @@ def _compile(node: Any, path: str, depth: int, counter: itertools.count, params:
     field = sql.SQL("({} -> {})").format(column, key_ph)
     if kind in ("in", "nin"):
         if not isinstance(value, list) or len(value) > MAX_IN_VALUES:
-            raise InvalidRequestError(f"Invalid '{path}.value': '{kind}' needs an array of at most {MAX_IN_VALUES} values.",
+            raise InvalidRequestError(f"Invalid '{path}.value': '{kind}' needs an array of at most {MAX_IN_VALUES} "
+                                      "values.",
                                       param=f"{path}.value")
         for i, item in enumerate(value):
             _check_scalar(item, f"{path}.value[{i}]", allow_bool=False)

@@ -8,13 +8,14 @@ score is 1.0 and every score lies in [0, 1].
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 # Cormack et al. 2009 ("Reciprocal Rank Fusion outperforms Condorcet and individual rank learning methods").
 RRF_K = 60
 
 
-def reciprocal_rank_fusion(rankings: Sequence[tuple[float, Sequence[Hashable]]], *, k: int = RRF_K) -> list[tuple[Hashable, float]]:
+def reciprocal_rank_fusion(rankings: Sequence[tuple[float, Sequence[Hashable]]], *,
+                           k: int = RRF_K) -> list[tuple[Hashable, float]]:
     """Fuse ``rankings`` — ``(weight, ids best first)`` pairs — into ``(id, score)`` best first, scores in [0, 1].
 
     Lists with weight 0 are ignored; ties keep first-seen order. Returns ``[]`` when every weight is 0.

@@ -15,7 +15,7 @@ Lucene's). Text is normalised by Postgres' ``english`` configuration (Snowball s
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
@@ -43,7 +43,8 @@ WITH q AS (
 ), candidates AS (
     SELECT id, keywords, keyword_length FROM chunks
     WHERE {where}
-      AND keywords @@ replace(replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | '), ' <-> ', ' | ')::tsquery
+      AND keywords @@ replace(replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | '),
+                              ' <-> ', ' | ')::tsquery
 )
 SELECT c.id,
        sum(idf.idf * tf.n * (%(k1)s + 1)

@@ -8,8 +8,9 @@ results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. Al
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 

@@ -14,8 +14,9 @@ attributes) can silently return fewer than k rows. This leg never does:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql

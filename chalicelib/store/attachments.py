@@ -18,9 +18,10 @@ moves ``attempt_base`` instead of resetting them), so a stale worker's guard can
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql

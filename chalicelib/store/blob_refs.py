@@ -3,7 +3,7 @@ Runs as the owner, across tenants."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import psycopg
 

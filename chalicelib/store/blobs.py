@@ -199,3 +199,30 @@ def build_blob_store(config: Settings) -> BlobStore:
         return S3BlobStore(config.bucket, region=config.aws_region)
     return LocalBlobStore(config.data_dir / "blobs")
 
+
+# Error codes meaning "not this object any more": it was overwritten (If-Match failed) or deleted since the event.
+_GONE = ("PreconditionFailed", "412", "NoSuchKey", "404")
+
+
+def read_object(bucket: str, key: str, etag: str | None = None, *, region: str | None = None) -> bytes | None:
+    """The bytes of S3 object ``bucket``/``key`` (a drop-folder file) at the version an event announced: None when
+    it no longer exists or (with ``etag``) was overwritten since — a newer S3 event for the key carries the work on.
+
+    Raises:
+        UpstreamError: S3 failed otherwise (the message is retried).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from chalicelib import aws
+
+    kwargs = {"Bucket": bucket, "Key": key}
+    if etag:
+        kwargs["IfMatch"] = f'"{etag}"'
+    try:
+        return aws.client("s3", region).get_object(**kwargs)["Body"].read()
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) in _GONE:
+            return None
+        raise UpstreamError(f"Reading s3://{bucket}/{key} failed: {str(exc)[:300]}") from exc
+    except BotoCoreError as exc:
+        raise UpstreamError(f"Reading s3://{bucket}/{key} failed: {str(exc)[:300]}") from exc

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -49,7 +50,8 @@ _STAGE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS chunks_staging ON COMMIT DELET
 _COPY = f"COPY chunks_staging ({_CHUNK_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
 _MOVE = f"""INSERT INTO chunks ({_CHUNK_COLUMNS}) SELECT {_CHUNK_COLUMNS} FROM chunks_staging;
 TRUNCATE chunks_staging"""
-_COPY_TYPES = ["text", "text", "text", "int4", "text", "int4", "int4", "int4", "int4", "int4", "jsonb", "int4", "vector"]
+_COPY_TYPES = ["text", "text", "text", "int4", "text", "int4", "int4", "int4", "int4", "int4", "jsonb", "int4",
+               "vector"]
 _ADD_STATS = """
 INSERT INTO keyword_stats (vector_store_id, lexeme, df)
 SELECT %(store)s, t.lexeme, count(*) FROM chunks c, unnest(c.keywords) AS t
@@ -107,12 +109,11 @@ def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, 
     params = {"tenant": tenant_id, "store": store_id, "file": file_id}
     attrs = Jsonb(attributes)
     conn.execute(_STAGE)
-    with conn.cursor() as cur:
-        with cur.copy(_COPY) as copy:
-            copy.set_types(_COPY_TYPES)
-            for chunk, vector in zip(chunks, vectors):
-                copy.write_row((tenant_id, store_id, file_id, chunk.index, chunk.text, chunk.token_count,
-                                chunk.char_start, chunk.char_end, chunk.page_start, chunk.page_end, attrs, dim, vector))
+    with conn.cursor() as cur, cur.copy(_COPY) as copy:
+        copy.set_types(_COPY_TYPES)
+        for chunk, vector in zip(chunks, vectors):
+            copy.write_row((tenant_id, store_id, file_id, chunk.index, chunk.text, chunk.token_count,
+                            chunk.char_start, chunk.char_end, chunk.page_start, chunk.page_end, attrs, dim, vector))
     conn.execute(_MOVE)
     if chunks:
         conn.execute(_ADD_STATS, params)

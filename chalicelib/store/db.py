@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -83,7 +83,7 @@ APP_ROLE = "engram_app"
 TENANT_SETTING = "engram.tenant"
 _RESET = sql.SQL("RESET ROLE; RESET {}").format(sql.Identifier(*TENANT_SETTING.split(".")))
 
-_pools: dict[tuple[str, int], "psycopg_pool.ConnectionPool"] = {}  # noqa: F821 (imported lazily)
+_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}  # noqa: F821 (imported lazily)
 _pools_lock = threading.Lock()
 
 

@@ -33,7 +33,8 @@ def url_from_secret(secret: str) -> str:
     try:
         fields = json.loads(text)
     except ValueError:
-        raise ConfigurationError("The database secret is neither a postgresql:// URL nor JSON.", setting=SECRET_SETTING) from None
+        raise ConfigurationError("The database secret is neither a postgresql:// URL nor JSON.",
+                                 setting=SECRET_SETTING) from None
     if not isinstance(fields, dict):
         raise ConfigurationError("The database secret JSON is not an object.", setting=SECRET_SETTING)
     missing = [k for k in ("username", "password", "host") if not fields.get(k)]

@@ -7,7 +7,8 @@ embedded.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
@@ -44,9 +45,8 @@ def store(conn: psycopg.Connection, tenant_id: str, model: str, items: Sequence[
     ensure_tenant(conn, tenant_id)
     with conn.transaction():
         conn.execute(_STAGE)
-        with conn.cursor() as cur:
-            with cur.copy(_COPY_STAGE) as copy:
-                copy.set_types(["bytea", "vector"])
-                for digest, vector in items:
-                    copy.write_row((digest, vector))
+        with conn.cursor() as cur, cur.copy(_COPY_STAGE) as copy:
+            copy.set_types(["bytea", "vector"])
+            for digest, vector in items:
+                copy.write_row((digest, vector))
         conn.execute(_MERGE, {"tenant": tenant_id, "model": model})

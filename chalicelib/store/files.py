@@ -211,19 +211,6 @@ _DELETE_FILE = """DELETE FROM files WHERE tenant_id = %(tenant)s AND id = %(file
 RETURNING content_bucket, content_key"""
 
 
-def detach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> bool:
-    """Remove a file from a store with its chunks and their statistics, atomically; False if not attached."""
-    from chalicelib.store import chunks
-
-    params = {"tenant": tenant_id, "store": store_id, "file": file_id}
-    with conn.transaction():
-        chunks.lock_store(conn, tenant_id, store_id)
-        chunks.delete_file_chunks(conn, tenant_id, store_id, file_id)
-        removed = conn.execute(_DETACH, params).rowcount > 0
-        chunks.refresh_store_usage(conn, tenant_id, store_id)
-    return removed
-
-
 def delete_file(conn: psycopg.Connection, tenant_id: str, file_id: str) -> bool:
     """Delete a file and detach it from every store of the tenant; False if it did not exist."""
     params = {"tenant": tenant_id, "file": file_id}

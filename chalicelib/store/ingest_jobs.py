@@ -2,7 +2,8 @@
 in a request, in a background thread, through SQS) — and the embedding batches of that run that have landed.
 
 A version is the ``vector_store_files.attempts`` number a claim produced (:func:`start`), and it guards the
-version's final write (:func:`chalicelib.store.attachments.complete` with ``attempt=version``). Counting landed batches happens under the job row's lock (:func:`lock`), which makes
+version's final write (:func:`chalicelib.store.attachments.complete` with ``attempt=version``). Counting landed
+batches happens under the job row's lock (:func:`lock`), which makes
 "this was the last batch" true for exactly one handler. Lock order everywhere: job row → store row
 (:mod:`chalicelib.store.attachments`) → ``vector_store_files`` row.
 """

@@ -6,7 +6,8 @@ Batch ``b`` of a version holds chunks ``b·n … b·n + n − 1`` for ``n = Sett
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 

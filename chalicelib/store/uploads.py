@@ -296,7 +296,7 @@ def _discard_parts(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, u
     # Best effort once the upload is final: a failure leaves the part rows for sweep_expired to retry.
     try:
         blobs.delete_prefix(blob_prefix(tenant_id, upload_id))
-    except Exception:  # noqa: BLE001 — the caller's operation already succeeded
+    except Exception:
         logger.warning("deleting the parts of upload %s failed; sweep_expired will retry", upload_id, exc_info=True)
         return
     conn.execute(_DELETE_PARTS, {"tenant": tenant_id, "id": upload_id})
@@ -305,5 +305,5 @@ def _discard_parts(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, u
 def _forget(blobs: BlobStore, key: str) -> None:
     try:
         blobs.delete_prefix(key)
-    except Exception:  # noqa: BLE001 — an orphaned blob is swept later; the original error matters more
+    except Exception:
         logger.warning("deleting orphaned part blob %s failed", key, exc_info=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 # The account moto uses unless told otherwise (moto.core.DEFAULT_ACCOUNT_ID); only ever part of ARNs here.
@@ -77,7 +77,7 @@ def schedule_event(rule_arn: str, region: str, when: datetime | None = None) -> 
     """The EventBridge "Scheduled Event" an ``@app.schedule`` handler receives: ``version`` "0", a fresh ``id``,
     ``detail-type`` "Scheduled Event", ``source`` "aws.events", the ``account`` and ``region`` of ``rule_arn``,
     ``time`` (UTC, ISO 8601 to the second with ``Z``; default now), ``resources`` [rule_arn], ``detail`` {}."""
-    when = (when or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = (when or datetime.now(UTC)).astimezone(UTC)
     return {
         "version": "0",
         "id": str(uuid.uuid4()),

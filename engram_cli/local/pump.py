@@ -139,7 +139,7 @@ class Pump:
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
 
-    def start(self) -> "Pump":
+    def start(self) -> Pump:
         """Resolve every SQS source's queue and start the pollers and the scheduler; returns self.
 
         Raises:
@@ -218,7 +218,8 @@ class Pump:
                 if remaining <= 0:
                     break
                 wait = max(0, min(MAX_WAIT_S, int(remaining + 0.999)))
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=min(MAX_RECEIVE, source.batch_size - len(batch)),
+            wanted = min(MAX_RECEIVE, source.batch_size - len(batch))
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=wanted,
                                       WaitTimeSeconds=wait, AttributeNames=["All"],
                                       MessageAttributeNames=["All"]).get("Messages", [])
             # A visibility timeout shorter than the window (AWS refuses that configuration) could hand a message out
@@ -246,7 +247,8 @@ class Pump:
             self.stats.add(errors=1)
         done = [m for m in messages if m["MessageId"] not in failed]
         for i in range(0, len(done), DELETE_BATCH):
-            entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[i:i + DELETE_BATCH])]
+            entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
+                       for n, m in enumerate(done[i:i + DELETE_BATCH])]
             response = sqs.delete_message_batch(QueueUrl=url, Entries=entries)
             for error in response.get("Failed", []):
                 logger.warning("pump %s: could not delete a message: %s", source.name, error)

@@ -58,7 +58,8 @@ def redrive(sqs: Any, source_url: str, dlq_url: str | None = None) -> int:
                                        VisibilityTimeout=HOLD_S, MessageAttributeNames=["All"]).get("Messages", [])
         if not messages:
             return moved
-        entries = [{"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": _sendable(m.get("MessageAttributes", {}))}
+        entries = [{"Id": str(i), "MessageBody": m["Body"],
+                    "MessageAttributes": _sendable(m.get("MessageAttributes", {}))}
                    for i, m in enumerate(messages)]
         sent = sqs.send_message_batch(QueueUrl=source_url, Entries=entries).get("Successful", [])
         done = [messages[int(s["Id"])] for s in sent]

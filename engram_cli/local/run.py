@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chalicelib.config import Settings
 from engram_cli.local.functions import FunctionSettings, read_function_settings
@@ -33,8 +34,9 @@ def functions() -> FunctionSettings:
 
 def visibility_timeouts() -> dict[str, int]:
     """Queue name → visibility timeout (seconds): the consuming handler's Lambda timeout."""
-    import app as application
     from chalice.app import SQSEventConfig
+
+    import app as application
 
     timeouts = functions()
     return {source.queue: timeouts.timeout_s(source.name) for source in application.app.event_sources
@@ -59,7 +61,8 @@ def start_stack(config: Settings, *, host: str = "127.0.0.1", port: int = DEFAUL
     roles = queue_roles()
     stack = LocalStack(config.data_dir, queues=roles, notify_queue=roles["ingest"], max_receives=config.max_receives,
                        bucket=config.bucket or DEFAULT_BUCKET, region=config.aws_region, host=host, port=port,
-                       visibility_timeout_s=visibility_timeouts() if visibility_timeout_s is None else visibility_timeout_s,
+                       visibility_timeout_s=(visibility_timeouts() if visibility_timeout_s is None
+                                             else visibility_timeout_s),
                        dsn=dsn or database_url(config), export_env=True)
     stack.start()
     config_module.settings.cache_clear()

@@ -25,7 +25,7 @@ class LocalScheduler:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engram-scheduler", daemon=True)
 
-    def start(self) -> "LocalScheduler":
+    def start(self) -> LocalScheduler:
         """Start the thread; returns self."""
         self._thread.start()
         return self

@@ -164,7 +164,8 @@ def provision(endpoint: str, region: str, *, bucket: str, queues: dict[str, str]
     arns: dict[str, str] = {}
     for name in queues.values():
         dlq = name + DLQ_SUFFIX
-        dlq_url = sqs.create_queue(QueueName=dlq, Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_S)})["QueueUrl"]
+        dlq_url = sqs.create_queue(QueueName=dlq,
+                                   Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_S)})["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         url = sqs.create_queue(QueueName=name, Attributes={
             "VisibilityTimeout": str(int(visibility_timeout_s if isinstance(visibility_timeout_s, int)

@@ -55,7 +55,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any] | None:
     try:
         if event["RequestType"] in ("Create", "Update"):
             data["Applied"] = ",".join(apply_migrations()) or "none"
-    except Exception as exc:  # noqa: BLE001 - every failure must reach CloudFormation
+    except Exception as exc:
         status = "FAILED"
         log_stream = getattr(context, "log_stream_name", "?")
         reason = f"{type(exc).__name__}: {exc}"[:MAX_REASON_CHARS] + f" (log stream {log_stream})"

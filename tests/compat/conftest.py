@@ -4,7 +4,7 @@ with the hashing embedder, and clients of the official ``openai`` SDK with stric
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import openai
 import pytest

@@ -3,8 +3,8 @@ object exactly once, in order, across pages; ``has_more`` / ``first_id`` / ``las
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import openai
 import pytest

@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
 
 import openai
 import pytest
@@ -164,7 +166,7 @@ def test_expired_lease_with_attempts_left_is_reclaimed(client, api_settings, cla
 
 
 def test_zombie_worker_cannot_overwrite_a_settled_file(client, api_settings, hashing_embedder):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from chalicelib.dispatch.local import LocalDispatcher
     from chalicelib.dispatch.port import Delivery
@@ -178,7 +180,7 @@ def test_zombie_worker_cannot_overwrite_a_settled_file(client, api_settings, has
     settings = dataclasses.replace(api_settings, processing_lease_s=0.0, processing_max_attempts=blocked + 1)
     with connect(api_settings) as conn:
         (message,) = engine.start(conn, settings, TENANT, store.id, [file_id])
-        received = datetime.now(timezone.utc)
+        received = datetime.now(UTC)
         assert message.version == blocked + 1
         time.sleep(0.01)  # the zero-second lease is now past
         attachments.settle(conn, max_attempts=blocked + 1, tenant_id=TENANT, store_id=store.id)

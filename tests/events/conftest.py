@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 import pytest
@@ -97,10 +98,10 @@ class Harness:
         done = []
         for _ in range(max_rounds):
             moved = False
-            for queue, size in ((INGEST_QUEUE, 10), (EMBED_QUEUE, 4)):
-                messages = self.receive(queue, size)
+            for name, size in ((INGEST_QUEUE, 10), (EMBED_QUEUE, 4)):
+                messages = self.receive(name, size)
                 if messages:
-                    done.append(self.deliver(queue, messages))
+                    done.append(self.deliver(name, messages))
                     moved = True
             if not moved:
                 return done

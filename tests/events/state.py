@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.store.db import connect  # noqa: F401 (tests use state.connect)
+from chalicelib.store.db import connect
 
 _FILES = """
 SELECT sf.tenant_id, s.name, f.filename, sf.file_id, sf.status, sf.last_error, sf.chunk_count, sf.attributes,

@@ -5,6 +5,7 @@ stuck files retried through the queue or failed, orphaned S3 objects removed, th
 from __future__ import annotations
 
 import dataclasses
+
 import openai
 import pytest
 
@@ -59,7 +60,7 @@ def test_uploads_live_in_s3_and_large_attachments_go_through_the_queue(api, harn
     assert hits.data and hits.data[0].file_id == large.id
 
     api.files.delete(large.id)
-    with pytest.raises(Exception):
+    with pytest.raises(harness.s3.exceptions.ClientError):
         harness.s3.head_object(Bucket=BUCKET, Key=f"files/acme/{large.id}")
     with pytest.raises(openai.NotFoundError):
         api.vector_stores.files.retrieve(large.id, vector_store_id=store.id)
@@ -111,9 +112,9 @@ def test_housekeeping_retries_stuck_files_through_the_queue_or_fails_them(harnes
 
 
 def test_orphaned_objects_are_removed_and_referenced_ones_kept(harness, pipeline_settings):
+    from chalicelib import deps
     from chalicelib.events import orphans
     from chalicelib.store import files as file_rows
-    from chalicelib import deps
     from chalicelib.store.vector_stores import ensure_tenant
 
     with connect(pipeline_settings) as conn:

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from chalicelib.errors import InvalidRequestError
 from chalicelib import dispatch
 from chalicelib.dispatch.table import MESSAGES, QUEUES, queue_for
 from chalicelib.entrypoints import resolve
+from chalicelib.errors import InvalidRequestError
 from chalicelib.events import notifications, s3_keys, sidecar
 from chalicelib.events.consumer import decode_body
 from chalicelib.ingest.messages import BatchMessage, FileMessage

@@ -73,9 +73,10 @@ import threading
 import time
 import urllib.parse
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["FakeChatServer", "Reply", "ErrorReply", "ToolCallReply", "text", "tool_calls", "call", "error"]
 
@@ -172,7 +173,7 @@ def _words(value: Any) -> int:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    fake: "FakeChatServer"
+    fake: FakeChatServer
 
 
 class FakeChatServer:
@@ -201,7 +202,7 @@ class FakeChatServer:
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ---
-    def start(self) -> "FakeChatServer":
+    def start(self) -> FakeChatServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
@@ -219,7 +220,7 @@ class FakeChatServer:
         if self._thread is not None:
             self._thread.join(5)
 
-    def __enter__(self) -> "FakeChatServer":
+    def __enter__(self) -> FakeChatServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -322,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     # --- routes ---
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         fake = self.server.fake
         if self.path.rstrip("/") == "/v1/models":
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]
@@ -331,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route GET {self.path}", "type": "invalid_request_error",
                                             "param": None, "code": None}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         fake = self.server.fake
         path = urllib.parse.urlsplit(self.path).path
         body = self._read_json()

@@ -80,7 +80,7 @@ class FakeEmbeddingServer:
         with self._lock:
             self._down_status, self._fail_remaining = None, 0
 
-    def __enter__(self) -> "FakeEmbeddingServer":
+    def __enter__(self) -> FakeEmbeddingServer:
         self._thread.start()
         return self
 
@@ -108,7 +108,7 @@ class FakeEmbeddingServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if self.path.rstrip("/") != "/v1/embeddings":
                     return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

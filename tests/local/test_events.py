@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel
 
@@ -46,7 +46,7 @@ def test_sqs_event_from_received_messages(make_queues):
 
 def test_schedule_event_shape():
     arn = rule_arn("engram-dev-housekeeping", "eu-west-1")
-    event = schedule_event(arn, "eu-west-1", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+    event = schedule_event(arn, "eu-west-1", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     parsed = EventBridgeModel.model_validate(event)
     assert parsed.detail_type == "Scheduled Event" and parsed.source == "aws.events"
     assert event["time"] == "2026-01-02T03:04:05Z" and event["resources"] == [arn]

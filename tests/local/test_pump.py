@@ -3,7 +3,6 @@ redelivered after the visibility timeout, the dead-letter queue after maxReceive
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter

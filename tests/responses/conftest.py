@@ -40,7 +40,7 @@ def _fresh(fake):
 
 
 @pytest.fixture()
-def configure(server, api_settings):
+def configure(server, api_settings):  # noqa: F811 (the compat server fixture, imported above)
     """``configure(**changes)``: run the server with changed settings for this test (restored afterwards)."""
 
     def apply(**changes) -> None:

@@ -118,7 +118,7 @@ def test_another_tenants_responses_are_not_found(make_client, fake, api_settings
         "chain": lambda: blue.responses.create(model="fake-model", input="what was it?",
                                                previous_response_id=secret.id),
     }
-    for name, attempt in attempts.items():
+    for attempt in attempts.values():
         with pytest.raises(openai.NotFoundError):
             attempt()
     assert len(fake.requests) == 1  # blue's chained request never reached the model

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from chalicelib.responses.citations import CitationStripper, marker, strip
 

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from chalicelib.jobs import runner
+from chalicelib.responses import chain as chains
 from chalicelib.responses import history, store, summarize
 from chalicelib.store.db import connect
 from tests.fakes.chat_server import text
@@ -95,7 +96,7 @@ def test_eager_pass_precomputes_summaries_for_long_chains(client, fake, api_sett
     assert summarize.precompute_summaries(eager, limit=10) == 0  # nothing left to do
     with connect(api_settings) as conn:
         head = store.get(conn, "acme", previous)
-        chain = history.load(conn, "acme", previous)
+        chain = chains.load(conn, "acme", previous)
     assert head.summary["text"] == SUMMARY and head.summary["turns"] == 2
     assert [t.id for t in chain.turns] == [previous] and chain.summary == head.summary
     assert head.history_tokens == chain.tokens < 60 * 3

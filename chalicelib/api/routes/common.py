@@ -9,8 +9,7 @@ import psycopg
 from chalice.app import Response
 
 from chalicelib import deps, ids
-from chalicelib.store import attachments
-from chalicelib.store import vector_stores
+from chalicelib.store import attachments, vector_stores
 from chalicelib.store.vector_stores import VectorStore
 
 # The header OpenAI's SDK polling helpers read for their interval (OPENAI-COMPAT.md §5).

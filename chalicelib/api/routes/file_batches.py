@@ -12,9 +12,7 @@ from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.routes.vector_store_files import STATUSES
 from chalicelib.api.schemas import CreateFileBatch
 from chalicelib.errors import InvalidRequestError
-from chalicelib.store import batches
-from chalicelib.store import attachments
-from chalicelib.store import vector_stores
+from chalicelib.store import attachments, batches, vector_stores
 
 bp = Blueprint(__name__)
 

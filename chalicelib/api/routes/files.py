@@ -13,7 +13,6 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
-from chalicelib import deps
 
 bp = Blueprint(__name__)
 

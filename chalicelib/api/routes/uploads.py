@@ -20,7 +20,6 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.upload_schemas import MAX_FILENAME_CHARS, CompleteUpload, CreateUpload
 from chalicelib.errors import InvalidRequestError
 from chalicelib.store import uploads
-from chalicelib import deps
 
 bp = Blueprint(__name__)
 

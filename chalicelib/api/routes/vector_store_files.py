@@ -11,9 +11,8 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.errors import EngramError
-from chalicelib.store import attachments
+from chalicelib.store import attachments, vector_stores
 from chalicelib.store import files as file_rows
-from chalicelib.store import vector_stores
 
 bp = Blueprint(__name__)
 
@@ -60,7 +59,7 @@ def list_vector_store_files(vector_store_id: str) -> dict:
 
 
 @bp.route("/vector_stores/{vector_store_id}/files/{file_id}", methods=["GET"])
-def retrieve_vector_store_file(vector_store_id: str, file_id: str) -> Response:  # noqa: F811 (path name)
+def retrieve_vector_store_file(vector_store_id: str, file_id: str) -> Response:
     """``vector_stores.files.retrieve(file_id, vector_store_id=)`` (what ``poll`` calls)."""
     tenant = current_tenant()
     with tenant_db() as conn:

@@ -7,8 +7,7 @@ import time
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
-from chalicelib import observability
+from chalicelib import deps, observability
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond, settled_store, store_id
