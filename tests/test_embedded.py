@@ -108,7 +108,7 @@ def test_pgserver_folder_is_upgraded_in_place(settings, tmp_path, hashing_embedd
             assert len(set(index_after) & set(exact_before)) >= 9
             # It takes new rows, and Engram's filtered search (HNSW forced, iterative scan on) finds them.
             store = vector_stores.find(conn, "mig", "kb")
-            ingest_bytes(conn, "mig", store, filename="new.txt", data=b"A zebra crossing after the upgrade.",
+            ingest_bytes(conn, new, "mig", store, filename="new.txt", data=b"A zebra crossing after the upgrade.",
                          embedder=hashing_embedder, attributes={"kind": "new"})
             store = vector_stores.get(conn, "mig", store.id)
             forced = dataclasses.replace(new, exact_scan_max_rows=0, hnsw_ef_search=10)
