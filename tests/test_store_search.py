@@ -10,6 +10,8 @@ import pytest
 
 from chalicelib.errors import EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from chalicelib.ingest.pipeline import ingest_bytes
+from chalicelib.search.corpus import CHUNKS, store_scope
+from chalicelib.search.filters import compile_filter
 from chalicelib.search.keyword import BM25_B, BM25_K1, keyword_search
 from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import attachments, vector_stores
@@ -106,7 +108,9 @@ def test_tenant_isolation_at_the_storage_layer(conn, settings, hashing_embedder)
     assert vector_stores.find(conn, "tenant-b", a.id) is None
     assert vector_stores.find(conn, "tenant-b", "secret").id == b.id  # the shared name resolves to B's own store
     # Tenant B naming A's store id directly still sees nothing: every statement filters on tenant_id.
-    assert keyword_search(conn, "tenant-b", [a.id], "HNSW Postgres", 10, where=None) == []
+    a_now = vector_stores.get(conn, "tenant-a", a.id)
+    assert keyword_search(conn, CHUNKS, store_scope("tenant-b", [a.id], a_now.chunk_count), "HNSW Postgres", 10,
+                          where=None) == []
     forged = dataclasses.replace(vector_stores.get(conn, "tenant-a", a.id), tenant_id="tenant-b")
     assert search(conn, "tenant-b", [forged], "HNSW", embedder=hashing_embedder, settings=settings) == []
     with pytest.raises(NotFoundError):
@@ -121,7 +125,8 @@ def test_bm25_matches_a_reference_implementation(conn, settings, hashing_embedde
     for name, data in docs.items():
         ingest_bytes(conn, settings, "t1", store, filename=name, data=data, embedder=hashing_embedder)
     store = vector_stores.get(conn, "t1", store.id)
-    got = dict(keyword_search(conn, "t1", [store.id], "apple fig", 10, where=None))
+    got = dict(keyword_search(conn, CHUNKS, store_scope("t1", [store.id], store.chunk_count), "apple fig", 10,
+                              where=None))
     rows = conn.execute("SELECT id, keywords::text FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchall()
     tfs = {}
     for cid, kw in rows:
@@ -234,3 +239,48 @@ def test_search_validates_limits(conn, settings, hashing_embedder):
         assert info.value.param == "max_num_results"
     with pytest.raises(InvalidRequestError):
         search(conn, "t1", [store], "   ", embedder=hashing_embedder, settings=settings)
+
+
+def test_top_k_over_postings_equals_the_exhaustive_scorer(conn, settings, hashing_embedder, monkeypatch):
+    """The threshold algorithm over impact-ordered postings returns the exhaustive scorer's top-k exactly, also
+    across stores, with filters, and after files were replaced and deleted (postings follow the chunks)."""
+    import random
+
+    from chalicelib.search import keyword
+
+    rng = random.Random(7)
+    vocabulary = [f"w{i:03d}" for i in range(300)]
+    weights = [1 / (i + 1) for i in range(300)]  # Zipf-like: a few very common words, many rare ones
+    stores = [_store(conn, "t9", f"ta{n}", hashing_embedder) for n in range(2)]
+    for n, store in enumerate(stores):
+        for f in range(12):
+            lines = "\n\n".join(" ".join(rng.choices(vocabulary, weights, k=rng.randint(20, 120)))
+                                  for _ in range(40))
+            ingest_bytes(conn, settings, "t9", store, filename=f"f{f}.txt", data=lines.encode(),
+                         embedder=hashing_embedder, attributes={"even": f % 2 == 0},
+                         chunking_strategy={"type": "static",
+                                            "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+    # Churn: one file replaced, one detached, in the first store.
+    ingest_bytes(conn, settings, "t9", stores[0], filename="f3.txt", data=b"w001 w002 w299 " * 30,
+                 embedder=hashing_embedder)
+    file_rows.delete_file(conn, "t9", attachments.find_by_name(conn, "t9", stores[0].id, "f5.txt").file_id)
+    stores = [vector_stores.get(conn, "t9", s.id) for s in stores]
+    assert sum(s.chunk_count for s in stores) > 400
+    scope = store_scope("t9", [s.id for s in stores], sum(s.chunk_count for s in stores))
+    even = compile_filter({"type": "eq", "key": "even", "value": True})
+    queries = [" ".join(rng.sample(vocabulary[:40], 2)) for _ in range(20)]
+    queries += [" ".join(rng.sample(vocabulary, 8)) for _ in range(20)] + ["w000", "w299 w298", "nothing here"]
+    for query in queries:
+        for where in (None, even):
+            for limit in (10, 100):
+                monkeypatch.setattr(keyword, "EXHAUSTIVE_MAX_ROWS", 10**9)
+                exhaustive = keyword_search(conn, CHUNKS, scope, query, limit, where=where)
+                monkeypatch.setattr(keyword, "EXHAUSTIVE_MAX_ROWS", 0)
+                top_k = keyword_search(conn, CHUNKS, scope, query, limit, where=where)
+                assert [i for i, _ in top_k] == [i for i, _ in exhaustive], (query, where is not None, limit)
+                assert [s for _, s in top_k] == pytest.approx([s for _, s in exhaustive], rel=1e-9)
+    rows = conn.execute("SELECT count(*) FROM chunk_postings p JOIN vector_stores s ON s.partition_key = "
+                        "p.partition_key WHERE s.tenant_id = 't9'").fetchone()[0]
+    lexemes = conn.execute("SELECT sum((SELECT count(*) FROM unnest(keywords))) FROM chunks "
+                           "WHERE tenant_id = 't9'").fetchone()[0]
+    assert rows == lexemes  # one posting per (chunk, lexeme): none left behind by the replace and the delete

@@ -1,79 +1,166 @@
-"""The keyword leg: Okapi BM25 over Postgres full-text lexemes, with exact corpus statistics.
-
-Postgres' ``ts_rank``/``ts_rank_cd`` have no inverse document frequency and no length normalisation against the
-corpus, so they rank far below BM25. Engram keeps BM25's statistics in the database instead — per store: N
-(``vector_stores.chunk_count``), total document length (``vector_stores.keyword_length``) and document frequency
-per lexeme (``keyword_stats``), maintained in the same transaction that writes or deletes chunks — and scores
-candidates (chunks matching any query lexeme, found through the GIN index) with
+"""The keyword leg: Okapi BM25 over Postgres full-text lexemes, exact, over any corpus
+(:mod:`chalicelib.search.corpus`).
 
     score(d, q) = Σ_{t ∈ q} idf(t) · tf(t, d) · (k1 + 1) / (tf(t, d) + k1 · (1 − b + b · |d| / avgdl))
     idf(t)      = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
 
-(Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and Beyond"; the idf variant is
-Lucene's). Text is normalised by Postgres' ``english`` configuration (Snowball stemming, stop words).
+(Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and Beyond"; the idf variant is Lucene's;
+k1 = 0.9, b = 0.4 are Anserini's BEIR defaults, Kamphuis et al. 2020, "Which BM25 Do You Mean?"). Text is
+normalised by Postgres' ``english`` configuration (Snowball stemming, stop words). Postgres' own ``ts_rank`` has no
+idf and no length normalisation against the corpus, so it ranks far below BM25.
+
+Two ways to the same top-k:
+
+- **exhaustive** — every scope row matching a query lexeme is scored from its own tsvector
+  (``engram_bm25_score``, which looks only at the query's lexemes): for scopes up to
+  :data:`EXHAUSTIVE_MAX_ROWS` rows, and for corpora whose statistics come from the scope itself;
+- **top-k** — larger scopes of a corpus with maintained statistics walk impact-ordered postings and stop as soon as
+  nothing unread can make the top k (the corpus's ``topk_function``; migrations/0009_keyword_postings.sql).
+  Results equal the exhaustive scorer's (ties aside): ``benchmarks/search.py`` checks it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from psycopg import sql
+from psycopg import ClientCursor, sql
 
+from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 
-# BM25 parameters: Anserini's defaults for BEIR (k1 = 0.9, b = 0.4; Kamphuis et al. 2020, "Which BM25 Do You
-# Mean?", and the Anserini BEIR regressions).
+__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "QueryTerms", "keyword_search", "query_terms"]
+
+# BM25 parameters (Anserini's BEIR defaults); engram_bm25_impact and engram_bm25_score in migrations/0009 use the
+# same constants.
 BM25_K1 = 0.9
 BM25_B = 0.4
 TEXT_SEARCH_CONFIG = "english"
+# Scopes of at most this many rows are scored exhaustively: reading them costs less than walking postings.
+EXHAUSTIVE_MAX_ROWS = 5000
 
-_BM25 = """
-WITH q AS (
-    SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t
-), corpus AS (
-    SELECT greatest(sum(chunk_count), 1)::float8 AS n,
-           greatest(sum(keyword_length)::float8 / greatest(sum(chunk_count), 1), 1) AS avgdl
-    FROM vector_stores WHERE tenant_id = %(tenant)s AND id = ANY(%(stores)s)
-), idf AS (
-    SELECT s.lexeme, ln(1 + (corpus.n - sum(s.df) + 0.5) / (sum(s.df) + 0.5)) AS idf
-    FROM keyword_stats s, corpus
-    WHERE s.vector_store_id = ANY(%(stores)s) AND s.lexeme IN (SELECT lexeme FROM q)
-    GROUP BY s.lexeme, corpus.n
-), candidates AS (
-    SELECT id, keywords, keyword_length FROM chunks
-    WHERE {where}
-      AND keywords @@ replace(replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | '),
-                              ' <-> ', ' | ')::tsquery
-)
-SELECT c.id,
-       sum(idf.idf * tf.n * (%(k1)s + 1)
-           / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * c.keyword_length / corpus.avgdl))) AS score
-FROM candidates c
-CROSS JOIN LATERAL (
-    SELECT t.lexeme, coalesce(array_length(t.positions, 1), 1) AS n FROM unnest(c.keywords) AS t
-) AS tf
-JOIN idf ON idf.lexeme = tf.lexeme
-CROSS JOIN corpus
-GROUP BY c.id
-ORDER BY score DESC, c.id
-LIMIT %(limit)s"""
+# The query's distinct lexemes with their document frequency in the scope's partitions, and the partitions' totals.
+_MAINTAINED_TERMS = """
+WITH q AS (SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t),
+     df AS (SELECT s.lexeme, sum(s.df) AS df FROM keyword_stats s
+            WHERE s.vector_store_id = ANY(%(partitions)s) AND s.lexeme IN (SELECT lexeme FROM q) GROUP BY 1),
+     totals AS (SELECT coalesce(sum(chunk_count), 0) AS n, coalesce(sum(keyword_length), 0) AS len
+                FROM vector_stores WHERE tenant_id = %(tenant)s AND id = ANY(%(partitions)s))
+SELECT q.lexeme, coalesce(df.df, 0), totals.n, totals.len
+FROM q LEFT JOIN df USING (lexeme) CROSS JOIN totals ORDER BY q.lexeme"""
+_LEXEMES = "SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t ORDER BY 1"
+_EXHAUSTIVE = """
+SELECT id, score FROM (
+    SELECT id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score FROM {table}
+    WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}) AS scored
+WHERE score > 0 ORDER BY score DESC, id LIMIT %(limit)s"""
+_TOPK = "SELECT chunk_id, score FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(filter)s)"
+# Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
+_SCOPE_SCORED = """
+WITH d AS (SELECT id, keywords, keyword_length FROM {table} WHERE tenant_id = %(tenant)s AND ({scope})),
+     totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
+     hits AS (SELECT d.id, d.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
+              FROM d, unnest(ts_filter(setweight(d.keywords, 'A', %(terms)s), '{{a}}')) AS t),
+     idf AS (SELECT h.lexeme, ln(1 + (totals.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+             FROM hits h, totals GROUP BY h.lexeme, totals.n)
+SELECT h.id,
+       sum(idf.idf * h.tf * (%(k1)s + 1) / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score
+FROM hits h JOIN idf USING (lexeme) CROSS JOIN totals
+WHERE h.id IN (SELECT id FROM {table} WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter})
+GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
 
 
-def keyword_search(conn: psycopg.Connection, tenant_id: str, store_ids: Sequence[str], query: str, limit: int, *,
-                   where: CompiledFilter | None) -> list[tuple[int, float]]:
-    """Up to ``limit`` ``(chunk_id, bm25_score)`` pairs, best first; ``[]`` when the query has no indexable word
-    (only stop words or punctuation). Scores are unbounded positive reals."""
-    if limit <= 0 or not query.strip():
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """A query as BM25 sees it: its distinct ``lexemes`` found in the collection with their ``idfs``, the
+    collection's average length ``avgdl`` (lexemes) and ``max_score``, the highest BM25 score any document could
+    reach for the query: Σ idf · (k1 + 1) over every query lexeme, absent ones included (each with the idf of a
+    lexeme no document holds). Scores divided by it are comparable across queries: a query of words the collection
+    does not know has a large ``max_score`` and low normalised scores."""
+
+    lexemes: list[str]
+    idfs: list[float]
+    avgdl: float
+    max_score: float
+
+
+def idf(n: float, df: float) -> float:
+    """Lucene's BM25 idf: ``ln(1 + (N − df + 0.5) / (df + 0.5))`` (never negative)."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def query_terms(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str) -> QueryTerms | None:
+    """The BM25 view of ``query`` over ``scope``'s partitions (maintained statistics), or None when the query has
+    no indexable word (only stop words or punctuation) or the scope no row."""
+    rows = conn.execute(_MAINTAINED_TERMS, {"query": _clean(query), "tenant": scope.tenant_id,
+                                            "partitions": list(scope.partitions)}).fetchall()
+    if not rows or not rows[0][2]:
+        return None
+    n, total = float(rows[0][2]), float(rows[0][3])
+    known = [(lexeme, idf(n, df)) for lexeme, df, _, _ in rows if df > 0]
+    max_score = sum(idf(n, df) for _, df, _, _ in rows) * (BM25_K1 + 1)
+    return QueryTerms([lexeme for lexeme, _ in known], [value for _, value in known], max(total / n, 1.0), max_score)
+
+
+def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
+                   where: CompiledFilter | None, terms: QueryTerms | None = None) -> list[tuple[int, float]]:
+    """Up to ``limit`` ``(row id, bm25 score)`` pairs of ``scope``, best first; ``[]`` when the query has no
+    indexable word or nothing matches. Scores are unbounded positive reals (see :class:`QueryTerms` for their
+    normalisation). ``terms`` may be passed when the caller already computed them (maintained statistics)."""
+    if limit <= 0 or not query.strip() or scope.rows <= 0:
         return []
-    clause = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s)")
-    params = {"tenant": tenant_id, "stores": list(store_ids), "query": query.replace("\x00", " "),
-              "limit": limit, "k1": BM25_K1, "b": BM25_B}
+    if corpus.statistics == "scope":
+        return _scope_scored(conn, corpus, scope, query, limit, where)
+    terms = terms or query_terms(conn, corpus, scope, query)
+    if terms is None or not terms.lexemes:
+        return []
+    if corpus.topk_function is not None and scope.rows > EXHAUSTIVE_MAX_ROWS:
+        return _topk(conn, corpus, scope, terms, limit, where)
+    return _exhaustive(conn, corpus, scope, terms, limit, where)
+
+
+def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
+                where: CompiledFilter | None) -> list[tuple[int, float]]:
+    params: dict[str, Any] = {**scope.params, "tenant": scope.tenant_id, "terms": terms.lexemes,
+                              "idfs": terms.idfs, "avgdl": terms.avgdl, "limit": limit}
+    filter_expression: sql.Composable = sql.SQL("true")
     if where is not None:
-        clause = sql.SQL("{} AND {}").format(clause, where.expression)
+        filter_expression = where.expression
         params.update(where.params)
-    statement = sql.SQL(_BM25).format(where=clause)
-    with conn.transaction():
-        # An all-stop-word query makes plainto_tsquery return an empty query; Postgres notices, we return [].
-        rows = conn.execute(statement, params).fetchall()
+    statement = sql.SQL(_EXHAUSTIVE).format(table=corpus.identifier(), scope=scope.predicate,
+                                            filter=filter_expression)
+    return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
+
+
+def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
+          where: CompiledFilter | None) -> list[tuple[int, float]]:
+    assert corpus.topk_function is not None
+    filter_sql = None
+    if where is not None:  # inlined as literals: the function runs it with EXECUTE
+        filter_sql = ClientCursor(conn).mogrify(where.expression.as_string(conn), where.params)
+    statement = sql.SQL(_TOPK).format(function=sql.Identifier(corpus.topk_function))
+    rows = conn.execute(statement, {"partitions": list(scope.partitions), "terms": terms.lexemes, "idfs": terms.idfs,
+                                    "avgdl": terms.avgdl, "limit": limit, "filter": filter_sql}).fetchall()
     return [(int(i), float(s)) for i, s in rows]
+
+
+def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int,
+                  where: CompiledFilter | None) -> list[tuple[int, float]]:
+    lexemes = [row[0] for row in conn.execute(_LEXEMES, {"query": _clean(query)}).fetchall()]
+    if not lexemes:
+        return []
+    params: dict[str, Any] = {**scope.params, "tenant": scope.tenant_id, "terms": lexemes, "limit": limit,
+                              "k1": BM25_K1, "b": BM25_B}
+    filter_expression: sql.Composable = sql.SQL("true")
+    if where is not None:
+        filter_expression = where.expression
+        params.update(where.params)
+    statement = sql.SQL(_SCOPE_SCORED).format(table=corpus.identifier(), scope=scope.predicate,
+                                              filter=filter_expression)
+    return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
+
+
+def _clean(query: str) -> str:
+    return query.replace("\x00", " ")

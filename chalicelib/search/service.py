@@ -7,22 +7,18 @@ results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. Al
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError
+from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.filters import compile_filter
-from chalicelib.search.fusion import reciprocal_rank_fusion
-from chalicelib.search.keyword import keyword_search
-from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store.db import capabilities
+from chalicelib.search.ranking import Weights, rank
 from chalicelib.store.vector_stores import VectorStore, check_embedding
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -131,33 +127,12 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
             raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
-    store_ids = [s.id for s in stores]
-    depth = max(MIN_CANDIDATES, 2 * limit)
-    rankings: list[tuple[float, list[int]]] = []
-    similarity: dict[int, float] = {}
-    if ranking.embedding_weight > 0:
-        caps = capabilities(conn)
-        (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
-        scope = VectorScope(tenant_id, store_ids, embedder.dimension, sum(s.chunk_count for s in stores), int(indexed))
-        started = time.perf_counter()
-        vectors = embedder.embed(queries)
-        observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
-        for vector in vectors:
-            rows = vector_search(conn, scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
-                                 exact_scan_max_rows=settings.exact_scan_max_rows,
-                                 iterative_scan=caps.iterative_scan, halfvec=caps.halfvec)
-            for chunk_id, distance in rows:
-                similarity[chunk_id] = max(similarity.get(chunk_id, 0.0), 1.0 - distance)
-            rankings.append((ranking.embedding_weight, [chunk_id for chunk_id, _ in rows]))
-    if ranking.text_weight > 0:
-        for q in queries:
-            rows = keyword_search(conn, tenant_id, store_ids, q, depth, where=where)
-            rankings.append((ranking.text_weight, [chunk_id for chunk_id, _ in rows]))
-    if ranking.text_weight > 0:
-        scored = reciprocal_rank_fusion(rankings)
-    else:
-        scored = sorted(((cid, max(0.0, min(1.0, s))) for cid, s in similarity.items()), key=lambda kv: -kv[1])
-    scored = [(cid, s) for cid, s in scored if s >= ranking.score_threshold][:limit]
+    (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
+    scope = store_scope(tenant_id, [s.id for s in stores], sum(s.chunk_count for s in stores))
+    ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
+                  depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),
+                  weights=Weights(ranking.embedding_weight, ranking.text_weight))
+    scored = [(r.id, r.score) for r in ranked if r.score >= ranking.score_threshold][:limit]
     return _fetch(conn, tenant_id, scored)
 
 

@@ -1,9 +1,10 @@
-"""The vector leg: cosine nearest neighbours of a query vector within a tenant's stores.
+"""The vector leg: cosine nearest neighbours of a query vector within a scope of a corpus
+(:mod:`chalicelib.search.corpus`: a tenant's vector stores, or a user's memories).
 
 pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped to one store (or filtered by
 attributes) can silently return fewer than k rows. This leg never does:
 
-1. A scope of at most ``exact_scan_max_rows`` chunks (known from the stores' chunk counts) is scanned exactly:
+1. A scope of at most ``exact_scan_max_rows`` rows (known from the scope's row count) is scanned exactly:
    recall 1.0 and, at that size, faster than the graph.
 2. A larger scope uses the partial HNSW index with ``hnsw.ef_search`` raised in proportion to how small a share
    of the indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and,
@@ -21,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR_DIM, vector_cast
 
@@ -32,14 +34,18 @@ ITERATIVE_MAX_SCAN_TUPLES = 100_000
 
 @dataclass(frozen=True, slots=True)
 class VectorScope:
-    """Where to search: the tenant, its store ids, the vector dimension, how many chunks those stores hold and
-    how many chunks of that dimension all stores hold (for sizing ``ef_search``)."""
+    """Where to search: the ``corpus`` and ``scope`` (its rows), the vector dimension ``dim`` and how many rows of
+    that dimension the corpus holds in all (``indexed_rows``, for sizing ``ef_search``)."""
 
-    tenant_id: str
-    store_ids: Sequence[str]
+    corpus: Corpus
+    scope: Scope
     dim: int
-    scope_rows: int
     indexed_rows: int
+
+    @property
+    def scope_rows(self) -> int:
+        """Rows in the scope."""
+        return self.scope.rows
 
 
 def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int, *,
@@ -62,8 +68,8 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
 
 
 def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:
-    params: dict[str, Any] = {"tenant": scope.tenant_id, "stores": list(scope.store_ids), "dim": scope.dim}
-    clause = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s) AND embedding_dim = %(dim)s")
+    params: dict[str, Any] = {**scope.scope.params, "tenant": scope.scope.tenant_id, "dim": scope.dim}
+    clause = sql.SQL("tenant_id = %(tenant)s AND ({}) AND embedding_dim = %(dim)s").format(scope.scope.predicate)
     if where is not None:
         clause = sql.SQL("{} AND {}").format(clause, where.expression)
         params.update(where.params)
@@ -76,15 +82,19 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
     cast = vector_cast(scope.dim, halfvec=halfvec)
     # The ORDER BY expression must match the partial index expression exactly for the planner to use it.
     distance = sql.SQL("(embedding::{cast} <=> %(q)s::{cast})").format(cast=cast)
-    statement = sql.SQL("SELECT id, {d} AS distance FROM chunks WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
-        d=distance, where=clause)
+    statement = sql.SQL("SELECT id, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
+        d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
-    with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef)))
-        if iterative_scan:
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute(sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES)))
-        rows = conn.execute(statement, params).fetchall()
+    settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+    if iterative_scan:
+        settings += [sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+                     sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES))]
+    # One round trip: BEGIN, the SET LOCALs, the query and COMMIT go out together (pipeline mode).
+    with conn.pipeline(), conn.transaction():
+        for setting in settings:
+            conn.execute(setting)
+        cursor = conn.execute(statement, params)
+    rows = cursor.fetchall()
     # relaxed_order may return rows slightly out of order: re-sort by the distance it computed.
     return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: r[1])
 
@@ -95,8 +105,8 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
     # `embedding <=> q` (no cast) cannot use the expression index: the planner reads the scope through
     # chunks_scope and sorts, i.e. an exact k-NN.
     statement = sql.SQL(
-        "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks WHERE {where} "
-        "ORDER BY distance LIMIT %(limit)s").format(where=clause)
+        "SELECT id, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
+        "ORDER BY distance LIMIT %(limit)s").format(table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
 

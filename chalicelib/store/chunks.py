@@ -1,5 +1,6 @@
-"""Chunk rows: atomic replacement of a file's chunks with binary COPY, keeping the BM25 statistics
-(``keyword_stats`` document frequencies, store chunk count and total keyword length) exact."""
+"""Chunk rows: a file's chunks written by binary COPY and removed; the BM25 statistics (``keyword_stats``
+document frequencies, store chunk count and total keyword length) and the impact-ordered postings follow them by
+trigger in the same transaction (migrations/0009_keyword_postings.sql), so they are always exact."""
 
 from __future__ import annotations
 
@@ -29,18 +30,7 @@ class Chunk:
 BYTES_PER_DIMENSION = 4
 
 _LOCK_STORE = "SELECT id FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(store)s FOR UPDATE"
-_OLD_TOTALS = """
-SELECT count(*), coalesce(sum(keyword_length), 0) FROM chunks
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
-_DELETE_WITH_STATS = """
-WITH old AS (
-    DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s
-    RETURNING keywords
-), terms AS (
-    SELECT t.lexeme, count(*) AS n FROM old, unnest(old.keywords) AS t GROUP BY t.lexeme
-)
-UPDATE keyword_stats k SET df = k.df - terms.n FROM terms
-WHERE k.vector_store_id = %(store)s AND k.lexeme = terms.lexeme"""
+_DELETE = """DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
 # Postgres refuses COPY FROM into a table with row-level security for a role it applies to, so rows are copied
 # (binary) into a transaction-local staging table and moved with one INSERT ... SELECT, which the policies check.
 _CHUNK_COLUMNS = """tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
@@ -48,23 +38,14 @@ _CHUNK_COLUMNS = """tenant_id, vector_store_id, file_id, chunk_index, text, toke
 _STAGE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS chunks_staging ON COMMIT DELETE ROWS AS
     SELECT {_CHUNK_COLUMNS} FROM chunks WITH NO DATA"""
 _COPY = f"COPY chunks_staging ({_CHUNK_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
-_MOVE = f"""INSERT INTO chunks ({_CHUNK_COLUMNS}) SELECT {_CHUNK_COLUMNS} FROM chunks_staging;
+# The tsvector is computed once per row, here; its length (BM25's |d|) from it.
+_MOVE = f"""INSERT INTO chunks ({_CHUNK_COLUMNS}, keywords, keyword_length)
+SELECT {_CHUNK_COLUMNS}, v, engram_tsvector_length(v)
+FROM (SELECT *, to_tsvector('english', text) AS v FROM chunks_staging) AS s;
 TRUNCATE chunks_staging"""
 _COPY_TYPES = ["text", "text", "text", "int4", "text", "int4", "int4", "int4", "int4", "int4", "jsonb", "int4",
                "vector"]
-_ADD_STATS = """
-INSERT INTO keyword_stats (vector_store_id, lexeme, df)
-SELECT %(store)s, t.lexeme, count(*) FROM chunks c, unnest(c.keywords) AS t
-WHERE c.tenant_id = %(tenant)s AND c.vector_store_id = %(store)s AND c.file_id = %(file)s
-GROUP BY t.lexeme ORDER BY t.lexeme
-ON CONFLICT (vector_store_id, lexeme) DO UPDATE SET df = keyword_stats.df + EXCLUDED.df"""
-_NEW_KEYWORD_LENGTH = """
-SELECT coalesce(sum(keyword_length), 0) FROM chunks
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
-_UPDATE_STORE = """
-UPDATE vector_stores SET chunk_count = chunk_count + %(d_chunks)s, keyword_length = keyword_length + %(d_length)s,
-    last_active_at = now()
-WHERE tenant_id = %(tenant)s AND id = %(store)s"""
+_TOUCH_STORE = "UPDATE vector_stores SET last_active_at = now() WHERE tenant_id = %(tenant)s AND id = %(store)s"
 _REFRESH_USAGE = """
 UPDATE vector_stores SET usage_bytes = (SELECT coalesce(sum(usage_bytes), 0) FROM vector_store_files
                                         WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s)
@@ -85,21 +66,18 @@ def lock_store(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
 
 
 def delete_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> int:
-    """Remove a file's chunks from a store and their statistics; returns chunks removed. Call inside a
-    transaction that has taken :func:`lock_store`."""
-    params = {"tenant": tenant_id, "store": store_id, "file": file_id}
-    count, length = conn.execute(_OLD_TOTALS, params).fetchone()
-    if count:
-        conn.execute(_DELETE_WITH_STATS, params)
-        conn.execute(_UPDATE_STORE, {**params, "d_chunks": -count, "d_length": -length})
-    return int(count)
+    """Remove a file's chunks from a store; returns chunks removed. Their BM25 statistics and postings go with
+    them (the ``chunks_deleted`` trigger, same transaction). Call inside a transaction that has taken
+    :func:`lock_store`."""
+    return conn.execute(_DELETE, {"tenant": tenant_id, "store": store_id, "file": file_id}).rowcount
 
 
 def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,
                        chunks: Sequence[Chunk], vectors: Sequence[Any], *, dim: int,
                        attributes: dict[str, Any]) -> None:
-    """Write ``chunks`` with their ``vectors`` (n × ``dim``) by binary COPY and add their statistics. Call inside
-    a transaction that has taken :func:`lock_store` and deleted the file's previous chunks.
+    """Write ``chunks`` with their ``vectors`` (n × ``dim``) by binary COPY; their BM25 statistics and postings
+    follow (the ``chunks_inserted`` trigger, same transaction). Call inside a transaction that has taken
+    :func:`lock_store` and deleted the file's previous chunks.
 
     Raises:
         ValueError: ``len(chunks) != len(vectors)`` (a programming error, not a client one).
@@ -116,9 +94,7 @@ def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, 
                             chunk.char_start, chunk.char_end, chunk.page_start, chunk.page_end, attrs, dim, vector))
     conn.execute(_MOVE)
     if chunks:
-        conn.execute(_ADD_STATS, params)
-        (length,) = conn.execute(_NEW_KEYWORD_LENGTH, params).fetchone()
-        conn.execute(_UPDATE_STORE, {**params, "d_chunks": len(chunks), "d_length": length})
+        conn.execute(_TOUCH_STORE, params)
 
 
 def refresh_store_usage(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:

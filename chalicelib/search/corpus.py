@@ -1,0 +1,81 @@
+"""What a search runs over: a **corpus** (a table of documents, each with a tsvector ``keywords``, its length
+``keyword_length``, an ``embedding`` of ``embedding_dim`` dimensions and filterable ``attributes``) and a **scope**
+within it (the rows one search may return). The vector leg, the keyword leg and fusion take both, so document
+chunks and agent memories share one implementation.
+
+BM25's collection statistics come from one of two places:
+
+- ``maintained``: kept per partition (a vector store) by triggers in the same transaction as the rows — chunk
+  count, total length, document frequency per lexeme — and the corpus has impact-ordered postings for an exact
+  top-k that reads only what can still make the top (``topk_function``);
+- ``scope``: computed on the fly over the scope itself, for small scopes (one user's memories), which are
+  scored exhaustively.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from psycopg import sql
+
+__all__ = ["CHUNKS", "Corpus", "Scope"]
+
+Statistics = Literal["maintained", "scope"]
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """A searchable table.
+
+    Attributes:
+        name: short name for logs and metrics (``chunks``).
+        table: the table (columns ``id``, ``tenant_id``, ``keywords``, ``keyword_length``, ``embedding_dim``,
+            ``embedding``, ``attributes``).
+        statistics: where BM25's statistics come from (see the module docstring).
+        partition_column: the column naming a row's partition (``vector_store_id``) for maintained statistics.
+        topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only).
+        hnsw_prefix: the name prefix of the per-dimension partial HNSW indexes (``chunks_hnsw`` → ``chunks_hnsw_384``).
+    """
+
+    name: str
+    table: str
+    statistics: Statistics
+    partition_column: str | None = None
+    topk_function: str | None = None
+    hnsw_prefix: str | None = None
+
+    def identifier(self) -> sql.Identifier:
+        """The table as an SQL identifier."""
+        return sql.Identifier(self.table)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The rows one search may return.
+
+    Attributes:
+        tenant_id: the caller's tenant (every statement also filters on it; row-level security stands behind).
+        predicate: an SQL boolean over the corpus table, alias-free (e.g. ``vector_store_id = ANY(%(stores)s)``),
+            with its named ``params``.
+        rows: how many rows the scope holds (an estimate will do): chooses exact vs HNSW vector search and
+            exhaustive vs top-k keyword scoring.
+        partitions: the partitions the scope covers (vector store ids), for maintained statistics.
+    """
+
+    tenant_id: str
+    predicate: sql.Composable
+    params: dict[str, Any]
+    rows: int
+    partitions: tuple[str, ...] = field(default_factory=tuple)
+
+
+# Document chunks of vector stores (migrations 0001 and 0009).
+CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partition_column="vector_store_id",
+                topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw")
+
+
+def store_scope(tenant_id: str, store_ids: list[str], rows: int) -> Scope:
+    """The chunks of the tenant's vector stores ``store_ids`` (holding ``rows`` chunks together)."""
+    return Scope(tenant_id=tenant_id, predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
+                 params={"scope_stores": list(store_ids)}, rows=rows, partitions=tuple(store_ids))
