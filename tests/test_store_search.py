@@ -252,7 +252,7 @@ def test_top_k_over_postings_equals_the_exhaustive_scorer(conn, settings, hashin
     vocabulary = [f"w{i:03d}" for i in range(300)]
     weights = [1 / (i + 1) for i in range(300)]  # Zipf-like: a few very common words, many rare ones
     stores = [_store(conn, "t9", f"ta{n}", hashing_embedder) for n in range(2)]
-    for n, store in enumerate(stores):
+    for store in stores:
         for f in range(12):
             lines = "\n\n".join(" ".join(rng.choices(vocabulary, weights, k=rng.randint(20, 120)))
                                   for _ in range(40))
