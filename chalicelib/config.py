@@ -114,7 +114,8 @@ class Settings:
     embedding_max_retries: int = setting(6, ENV_EMBEDDING_MAX_RETRIES)
     aws_region: str = setting("us-east-1", ENV_AWS_REGION, fallback="AWS_DEFAULT_REGION")
     hnsw_ef_search: int = setting(100, ENV_HNSW_EF_SEARCH)  # pgvector hnsw.ef_search for unfiltered / broad searches
-    # Searches whose scope holds ≤ this many chunks scan exactly (recall 1.0).
+    # Searches whose scope holds ≤ this many chunks may scan exactly (recall 1.0) when that costs less than the
+    # HNSW scan (search/vector.py: prefer_exact); 0 forces HNSW.
     exact_scan_max_rows: int = setting(10_000, ENV_EXACT_SCAN_MAX_ROWS)
     max_file_bytes: int = setting(512 * 1024 * 1024, ENV_MAX_FILE_BYTES)  # largest file ingested (OpenAI's limit)
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)

@@ -242,8 +242,9 @@ def test_search_validates_limits(conn, settings, hashing_embedder):
 
 
 def test_top_k_over_postings_equals_the_exhaustive_scorer(conn, settings, hashing_embedder, monkeypatch):
-    """The threshold algorithm over impact-ordered postings returns the exhaustive scorer's top-k exactly, also
-    across stores, with filters, and after files were replaced and deleted (postings follow the chunks)."""
+    """The top-k over impact-ordered postings returns the exhaustive scorer's top-k exactly, also across stores,
+    with filters, and after files were replaced and deleted (postings follow the chunks); asked for an exact head
+    only, it still returns as many rows, the head exact."""
     import random
 
     from chalicelib.search import keyword
@@ -279,8 +280,48 @@ def test_top_k_over_postings_equals_the_exhaustive_scorer(conn, settings, hashin
                 top_k = keyword_search(conn, CHUNKS, scope, query, limit, where=where)
                 assert [i for i, _ in top_k] == [i for i, _ in exhaustive], (query, where is not None, limit)
                 assert [s for _, s in top_k] == pytest.approx([s for _, s in exhaustive], rel=1e-9)
+                # Exact head, best-effort tail: the first 5 rows exact, as many rows as the exhaustive scorer.
+                head = keyword_search(conn, CHUNKS, scope, query, limit, where=where, exact=5)
+                assert [i for i, _ in head[:5]] == [i for i, _ in exhaustive[:5]], (query, where is not None, limit)
+                assert len(head) == len(exhaustive)
+                assert [s for _, s in head] == sorted((s for _, s in head), reverse=True)
     rows = conn.execute("SELECT count(*) FROM chunk_postings p JOIN vector_stores s ON s.partition_key = "
                         "p.partition_key WHERE s.tenant_id = 't9'").fetchone()[0]
     lexemes = conn.execute("SELECT sum((SELECT count(*) FROM unnest(keywords))) FROM chunks "
                            "WHERE tenant_id = 't9'").fetchone()[0]
     assert rows == lexemes  # one posting per (chunk, lexeme): none left behind by the replace and the delete
+
+
+def test_hnsw_indexes_are_halfvec_and_old_vector_ones_are_converted(conn, settings, hashing_embedder):
+    """New HNSW indexes are built over halfvec; migration 0011 rebuilds a vector one over halfvec with its own m and
+    ef_construction; searches address whichever the index is (HNSW forced) and find the same rows."""
+    from importlib import resources
+
+    from chalicelib.store.vector_stores import hnsw_index, hnsw_index_name
+
+    store = _store(conn, "t10", "half", hashing_embedder)
+    lines = "\n\n".join(f"Note {i} on subject {i % 13} with marker m{i}." for i in range(300))
+    ingest_bytes(conn, settings, "t10", store, filename="notes.txt", data=lines.encode(), embedder=hashing_embedder,
+                 chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+    store = vector_stores.get(conn, "t10", store.id)
+    assert hnsw_index(conn, 384).kind == "halfvec"
+    forced = dataclasses.replace(settings, exact_scan_max_rows=0)
+    vector_only = RankingOptions(text_weight=0.0)
+
+    def nearest() -> list[int]:
+        return [h.chunk_id for h in search(conn, "t10", [store], "subject 7 marker", embedder=hashing_embedder,
+                                           settings=forced, limit=5, ranking=vector_only)]
+
+    on_halfvec = nearest()
+    name = hnsw_index_name(384)
+    conn.execute(f"DROP INDEX {name}")
+    conn.execute(f"CREATE INDEX {name} ON chunks USING hnsw ((embedding::vector(384)) vector_cosine_ops) "
+                 "WITH (m = 8, ef_construction = 40) WHERE embedding_dim = 384")
+    assert hnsw_index(conn, 384).kind == "vector"
+    assert nearest() == on_halfvec
+    migration = (resources.files("chalicelib.store") / "migrations" / "0011_search_at_scale.sql").read_text("utf-8")
+    conn.execute(migration[migration.index("DO $$"):])  # the conversion step
+    assert hnsw_index(conn, 384).kind == "halfvec"
+    options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = %s", (name,)).fetchone()[0]
+    assert sorted(options) == ["ef_construction=40", "m=8"]
+    assert nearest() == on_halfvec

@@ -14,9 +14,11 @@ Two ways to the same top-k:
 - **exhaustive** — every scope row matching a query lexeme is scored from its own tsvector
   (``engram_bm25_score``, which looks only at the query's lexemes): for scopes up to
   :data:`EXHAUSTIVE_MAX_ROWS` rows, and for corpora whose statistics come from the scope itself;
-- **top-k** — larger scopes of a corpus with maintained statistics walk impact-ordered postings and stop as soon as
-  nothing unread can make the top k (the corpus's ``topk_function``; migrations/0009_keyword_postings.sql).
-  Results equal the exhaustive scorer's (ties aside): ``benchmarks/search.py`` checks it.
+- **top-k** — larger scopes of a corpus with maintained statistics bound every chunk's score from impact-ordered
+  postings and score exactly only the chunks the bounds cannot settle (the corpus's ``topk_function``; MaxScore
+  over whole posting lists, migrations/0011_search_at_scale.sql; the postings: 0009_keyword_postings.sql).
+  The first ``exact`` rows equal the exhaustive scorer's (ties broken by id alike): ``benchmarks/search.py`` and
+  the tests check it; rows past ``exact`` are the best of the chunks the function scored.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ SELECT id, score FROM (
     SELECT id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score FROM {table}
     WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}) AS scored
 WHERE score > 0 ORDER BY score DESC, id LIMIT %(limit)s"""
-_TOPK = "SELECT chunk_id, score FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(filter)s)"
+_TOPK = """SELECT chunk_id, score
+FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(exact)s, %(filter)s)"""
 # Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
 _SCOPE_SCORED = """
 WITH d AS (SELECT id, keywords, keyword_length FROM {table} WHERE tenant_id = %(tenant)s AND ({scope})),
@@ -105,10 +108,14 @@ def query_terms(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: s
 
 
 def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
-                   where: CompiledFilter | None, terms: QueryTerms | None = None) -> list[tuple[int, float]]:
-    """Up to ``limit`` ``(row id, bm25 score)`` pairs of ``scope``, best first; ``[]`` when the query has no
-    indexable word or nothing matches. Scores are unbounded positive reals (see :class:`QueryTerms` for their
-    normalisation). ``terms`` may be passed when the caller already computed them (maintained statistics)."""
+                   where: CompiledFilter | None, terms: QueryTerms | None = None,
+                   exact: int | None = None) -> list[tuple[int, float]]:
+    """Up to ``limit`` ``(row id, bm25 score)`` pairs of ``scope``, best first — ``min(limit, matching rows)`` of
+    them; ``[]`` when the query has no indexable word or nothing matches. Scores are unbounded positive reals (see
+    :class:`QueryTerms` for their normalisation). ``terms`` may be passed when the caller already computed them
+    (maintained statistics). ``exact`` (default: all ``limit``): how many of the first rows must be the exact BM25
+    ranking; on the top-k path the rows past it are the best of the chunks scored (cheaper for a fusion input
+    that needs exact heads and good tails)."""
     if limit <= 0 or not query.strip() or scope.rows <= 0:
         return []
     if corpus.statistics == "scope":
@@ -117,7 +124,7 @@ def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
     if terms is None or not terms.lexemes:
         return []
     if corpus.topk_function is not None and scope.rows > EXHAUSTIVE_MAX_ROWS:
-        return _topk(conn, corpus, scope, terms, limit, where)
+        return _topk(conn, corpus, scope, terms, limit, where, exact)
     return _exhaustive(conn, corpus, scope, terms, limit, where)
 
 
@@ -135,14 +142,15 @@ def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: Q
 
 
 def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
-          where: CompiledFilter | None) -> list[tuple[int, float]]:
+          where: CompiledFilter | None, exact: int | None) -> list[tuple[int, float]]:
     assert corpus.topk_function is not None
     filter_sql = None
     if where is not None:  # inlined as literals: the function runs it with EXECUTE
         filter_sql = ClientCursor(conn).mogrify(where.expression.as_string(conn), where.params)
     statement = sql.SQL(_TOPK).format(function=sql.Identifier(corpus.topk_function))
     rows = conn.execute(statement, {"partitions": list(scope.partitions), "terms": terms.lexemes, "idfs": terms.idfs,
-                                    "avgdl": terms.avgdl, "limit": limit, "filter": filter_sql}).fetchall()
+                                    "avgdl": terms.avgdl, "limit": limit, "exact": exact,
+                                    "filter": filter_sql}).fetchall()
     return [(int(i), float(s)) for i, s in rows]
 
 

@@ -21,7 +21,7 @@ from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.fusion import reciprocal_rank_fusion
 from chalicelib.search.keyword import keyword_search, query_terms
 from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store.db import capabilities
+from chalicelib.store.vector_stores import hnsw_index
 
 __all__ = ["Ranked", "Weights", "rank"]
 
@@ -59,7 +59,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     similarity: dict[int, float] = {}
     keyword: dict[int, float] = {}
     if weights.embedding > 0 and scope.rows > 0:
-        caps = capabilities(conn)
+        index = hnsw_index(conn, embedder.dimension)
         vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
         started = time.perf_counter()
         vectors = embedder.embed(list(queries))
@@ -67,7 +67,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         for vector in vectors:
             rows = vector_search(conn, vector_scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
                                  exact_scan_max_rows=settings.exact_scan_max_rows,
-                                 iterative_scan=caps.iterative_scan, halfvec=caps.halfvec)
+                                 iterative_scan=index.iterative_scan, halfvec=index.halfvec)
             for row_id, distance in rows:
                 similarity[row_id] = max(similarity.get(row_id, 0.0), max(0.0, min(1.0, 1.0 - distance)))
             rankings.append((weights.embedding, [row_id for row_id, _ in rows]))

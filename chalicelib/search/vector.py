@@ -4,11 +4,14 @@
 pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped to one store (or filtered by
 attributes) can silently return fewer than k rows. This leg never does:
 
-1. A scope of at most ``exact_scan_max_rows`` rows (known from the scope's row count) is scanned exactly:
-   recall 1.0 and, at that size, faster than the graph.
-2. A larger scope uses the partial HNSW index with ``hnsw.ef_search`` raised in proportion to how small a share
-   of the indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and,
-   on pgvector ≥ 0.8, ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until enough rows pass.
+1. Exact scan or HNSW, whichever costs less (:func:`prefer_exact`): an exact scan reads every row of the scope
+   (heap row and TOASTed vector); the HNSW scan of a scope holding a share ``s`` of the indexed rows visits about
+   ``ef + limit / s`` index tuples (each checked against the scope in the heap) until ``limit`` of them are in the
+   scope. So a small scope inside a big index is scanned exactly, a big one (or a small index) through the graph.
+   Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0 forces it.
+2. The HNSW scan uses the partial index with ``hnsw.ef_search`` raised in proportion to how small a share of the
+   indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and, on
+   pgvector ≥ 0.8, ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until enough rows pass.
 3. If that still yields fewer than ``min(limit, scope)`` rows, the same query is answered exactly.
 """
 
@@ -30,6 +33,11 @@ from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR
 MAX_EF_SEARCH = 1000
 # pgvector ≥ 0.8: upper bound on tuples an iterative scan visits (its default is 20,000).
 ITERATIVE_MAX_SCAN_TUPLES = 100_000
+# What scanning one row exactly costs, in tuple visits of the HNSW scan. benchmarks/search.py (384-d, chunks of
+# 80–160 words, 2 cores): an exact row reads the heap row and its TOASTed vector and computes the distance
+# (4–7 µs); a visit reads an index tuple, computes a distance and checks the heap row against the scope (~0.5 µs).
+# At 100,000 chunks the two paths cost the same for a 1,000-row store (1 %: 1,000 rows vs ~11,000 visits).
+EXACT_ROW_COST = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +61,36 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
                   iterative_scan: bool, halfvec: bool) -> list[tuple[int, float]]:
     """Up to ``limit`` ``(chunk_id, cosine_distance)`` pairs, nearest first (distance in [0, 2]).
 
-    Returns ``min(limit, matching chunks)`` rows: exact whenever the HNSW pass comes up short.
+    Returns ``min(limit, matching chunks)`` rows: exact whenever the HNSW pass comes up short. ``halfvec``: the
+    index is built over ``halfvec`` (``vector_stores.hnsw_index``); ``iterative_scan``: pgvector ≥ 0.8.
     """
     if scope.scope_rows == 0 or limit <= 0:
         return []
     indexable = scope.dim <= (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
-    if indexable and scope.scope_rows > exact_scan_max_rows:
-        share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
-        ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))
+    share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
+    ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))
+    if indexable and (scope.scope_rows > exact_scan_max_rows
+                      or not prefer_exact(scope.scope_rows, scope.indexed_rows, limit, ef, iterative_scan)):
         rows = _hnsw(conn, scope, query_vector, limit, where, ef, iterative_scan, halfvec)
         if len(rows) >= min(limit, scope.scope_rows):
             return rows
     return _exact(conn, scope, query_vector, limit, where)
+
+
+def prefer_exact(scope_rows: int, indexed_rows: int, limit: int, ef: int, iterative_scan: bool) -> bool:
+    """Whether scanning the scope's ``scope_rows`` rows exactly costs less than the HNSW scan of an index over
+    ``indexed_rows`` rows for ``limit`` rows at ``ef_search`` ``ef`` (module docstring; :data:`EXACT_ROW_COST`).
+
+    The HNSW scan visits about ``ef + limit / share`` tuples (share = scope_rows / indexed_rows), at most the
+    index; past :data:`ITERATIVE_MAX_SCAN_TUPLES` (or without iterative scans, past ``ef``) it comes up short and
+    the exact scan runs anyway.
+    """
+    total = max(indexed_rows, scope_rows, 1)
+    share = max(scope_rows, 1) / total
+    visits = min(total, ef + limit / share)
+    if limit / share > (ITERATIVE_MAX_SCAN_TUPLES if iterative_scan else ef):
+        return True  # the graph would come up short: the exact scan would follow it
+    return scope_rows * EXACT_ROW_COST <= visits
 
 
 def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:

@@ -257,20 +257,54 @@ def hnsw_index_name(dim: int) -> str:
 
 
 def vector_cast(dim: int, *, halfvec: bool) -> sql.Composable:
-    """The SQL type the ``dim``-dimensional index is built over: ``vector(dim)``, or ``halfvec(dim)`` above 2,000."""
-    kind = "halfvec" if halfvec and dim > HNSW_MAX_VECTOR_DIM else "vector"
-    return sql.SQL("{}({})").format(sql.SQL(kind), sql.Literal(dim))
+    """The SQL type an HNSW index of ``dim`` dimensions is built over: ``halfvec(dim)`` when ``halfvec``, else
+    ``vector(dim)``. A search's ORDER BY must use the same cast for the planner to use the index."""
+    return sql.SQL("{}({})").format(sql.SQL("halfvec" if halfvec else "vector"), sql.Literal(dim))
+
+
+@dataclass(frozen=True, slots=True)
+class HnswIndex:
+    """The HNSW index of one dimension as a search must address it.
+
+    Attributes:
+        kind: the type it is built over (``"halfvec"`` or ``"vector"``), None when there is none.
+        iterative_scan: pgvector ≥ 0.8 (``hnsw.iterative_scan``).
+    """
+
+    kind: str | None
+    iterative_scan: bool
+
+    @property
+    def halfvec(self) -> bool:
+        return self.kind == "halfvec"
+
+
+_HNSW_INDEX = """SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
+       (SELECT pg_get_indexdef(c.oid) FROM pg_class c WHERE c.relname = %s AND c.relkind = 'i')"""
+
+
+def hnsw_index(conn: psycopg.Connection, dim: int) -> HnswIndex:
+    """What the index of ``dim`` dimensions is built over, and whether pgvector scans iteratively (one query).
+
+    Indexes are built over ``halfvec`` where pgvector has it (≥ 0.7; migrations/0011 converted older ones), but a
+    server whose pgvector was upgraded after the index was built still holds a ``vector`` one: the definition
+    decides, not the version."""
+    version, definition = conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)).fetchone()
+    parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
+    kind = None if definition is None else ("halfvec" if "halfvec_cosine_ops" in definition else "vector")
+    return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0))
 
 
 def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
-    """Create ``chunks_hnsw_<dim>`` (cosine) if missing. Dimensions pgvector cannot index get none: their
-    searches scan exactly. Raises nothing for such dimensions."""
+    """Create ``chunks_hnsw_<dim>`` (cosine) if missing, over ``halfvec`` where pgvector has it (≥ 0.7: half the
+    size of a ``vector`` graph at the same recall — benchmarks/search.py ``--index-compare``), else ``vector``.
+    Dimensions pgvector cannot index get none: their searches scan exactly. Raises nothing for such dimensions."""
     from chalicelib.store.db import capabilities
 
     halfvec = capabilities(conn).halfvec
     if dim > (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM):
         return
-    kind = "halfvec" if halfvec and dim > HNSW_MAX_VECTOR_DIM else "vector"
+    kind = "halfvec" if halfvec else "vector"
     # migrations/0002_api.sql: a SECURITY DEFINER function, so the API's role (not the table owner) can call it.
     if conn.execute(_INDEX_EXISTS, (hnsw_index_name(dim),)).fetchone() is None:
         try:

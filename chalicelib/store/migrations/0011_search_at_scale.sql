@@ -1,0 +1,254 @@
+-- Engram schema, version 11: search at scale (issue 11; benchmarks/search.py measures every choice below).
+--
+-- 1. Postings are read by index-only scans. Row-level security filters chunk_postings on tenant_id, which the
+--    primary key did not hold: every posting read visited the heap (one random page each — 33,000 pages for a
+--    common word at 100k chunks) and evaluated the policy per row. With tenant_id as the key's last column the
+--    policy becomes an index condition, evaluated once per scan, and no heap page is read.
+--
+-- 2. The BM25 top-k (engram_chunks_bm25_topk) reads whole posting lists instead of walking their heads. The
+--    threshold algorithm of migration 0009 scored every chunk it met exactly (a chunk row and its tsvector,
+--    ~7 µs each); with realistic text BM25 impacts are nearly flat (most postings are tf = 1), so for 12-word
+--    queries it met and scored 30,000–50,000 chunks of 100,000 (0.5–1 s). Reading a posting costs ~0.3 µs, so
+--    the function now bounds chunks from postings alone and scores exactly only the few that bounds cannot
+--    settle (MaxScore, Turtle & Flood 1995, over impact-ordered lists):
+--
+--    a. θ₀: the chunks at the head of every list, the 2e that showed the most scored exactly; θ₀ = the e-th best.
+--    b. Skip lists whose highest components add up to less than θ₀ (longest lists first): a chunk met only in
+--       them cannot reach the top e. Read the others whole: per chunk, upper and lower bounds of its score (its
+--       components from the impacts, plus the skipped lists' maxima for the upper bound). θ rises to the e-th
+--       best lower bound.
+--    c. If many chunks remain within reach of θ, complete their bounds from the skipped lists (a hashed
+--       semi-join); then score exactly, best upper bound first, while an upper bound can still reach θ.
+--
+--    The first `exact` rows are the exhaustive scorer's exactly (same expression, same order, ties by id); with
+--    exact < k the rows past it are the best of the chunks scored (ranks e+1…k as a fusion input needs them, not
+--    an exact ranking). Bounds are widened by 1e-6 for the impacts' float4 rounding.
+--
+-- 3. HNSW indexes over halfvec (2-byte elements) where pgvector has the type (≥ 0.7): at 100,000 chunks the graph
+--    is 112 MB instead of 195 MB with recall@10 0.99–1.00 against exact search and no slower (benchmarks/search.py
+--    --index-compare). Existing indexes over vector are rebuilt now (same m and ef_construction); new ones are
+--    created over halfvec by vector_stores.ensure_hnsw_index through engram_ensure_hnsw_index (0002, which takes
+--    the type already). A server whose pgvector lacks halfvec keeps vector indexes; searches read the index
+--    definition to cast alike (vector_stores.hnsw_index).
+
+ALTER TABLE chunk_postings DROP CONSTRAINT chunk_postings_pkey;
+ALTER TABLE chunk_postings ADD CONSTRAINT chunk_postings_pkey
+    PRIMARY KEY (partition_key, lexeme, impact, chunk_id, tenant_id);
+
+DROP FUNCTION engram_chunks_bm25_topk(text[], text[], float8[], float8, integer, text, integer);
+
+-- The BM25 top-k rows of the chunks of `stores` for the query lexemes `terms` with inverse document frequencies
+-- `idfs`, `avgdl` the stores' average length (the caller computes both from keyword_stats and vector_stores);
+-- `exact` (default k) of them exact; `filter_sql` an optional extra predicate over chunks (literals inlined by the
+-- caller); `seed` postings per list for θ₀ (at least; 1,024 in all). Runs as its caller: row-level security
+-- confines it to the caller's tenant.
+CREATE FUNCTION engram_chunks_bm25_topk(stores text[], terms text[], idfs float8[], avgdl float8, k integer,
+                                        exact integer DEFAULT NULL, filter_sql text DEFAULT NULL,
+                                        seed integer DEFAULT 64)
+    RETURNS TABLE (chunk_id bigint, score float8)
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    e integer := least(coalesce(exact, k), k);
+    -- The lists, one per (store, query lexeme) with postings.
+    l_part integer[];  l_store integer[];  l_term integer[];  l_w float8[];  l_g float8[];  l_df float8[];
+    l_ub float8[];  l_skip boolean[];
+    n_lists integer;  n_stores integer;  per_list integer;
+    s_skip float8[];  skipped_df float8;  budget float8;
+    i integer;  s integer;
+    -- Candidates, by upper bound (descending).
+    c_ids bigint[];  c_ub float8[];  c_lb float8[];  c_st integer[];  n_cand integer;  n_live integer;
+    t_ids bigint[];  t_ub float8[];
+    scored bigint[] := '{}';
+    top_ids bigint[] := '{}';  top_scores float8[] := '{}';
+    theta float8 := 0;  theta_lb float8;
+    pos integer;  slice integer;  last integer;  batch_ids bigint[];
+    scoring text;
+BEGIN
+    IF k < 1 OR coalesce(array_length(terms, 1), 0) = 0 THEN
+        RETURN;
+    END IF;
+    -- A stored impact times w = idf · max(1, avgdl / avgdl_ref) bounds its BM25 component now from above, times
+    -- g = idf · min(1, avgdl / avgdl_ref) from below (migration 0009); ub: the list's highest component.
+    SELECT array_agg(x.part ORDER BY x.part, x.t), array_agg(x.st ORDER BY x.part, x.t),
+           array_agg(x.t ORDER BY x.part, x.t), array_agg(x.w ORDER BY x.part, x.t),
+           array_agg(x.g ORDER BY x.part, x.t), array_agg(x.df ORDER BY x.part, x.t),
+           array_agg(x.w * x.top ORDER BY x.part, x.t), max(x.st)
+    INTO l_part, l_store, l_term, l_w, l_g, l_df, l_ub, n_stores
+    FROM (SELECT s.partition_key AS part, dense_rank() OVER (ORDER BY s.partition_key)::integer AS st, t.i AS t,
+                 idfs[t.i] * greatest(1.0, avgdl / s.avgdl_ref) * (1 + 1e-6) AS w,
+                 idfs[t.i] * least(1.0, avgdl / s.avgdl_ref) * (1 - 1e-6) AS g, ks.df::float8 AS df,
+                 (SELECT max(cp.impact) FROM chunk_postings cp
+                  WHERE cp.partition_key = s.partition_key AND cp.lexeme = terms[t.i]) AS top
+          FROM vector_stores s CROSS JOIN generate_subscripts(terms, 1) AS t(i)
+          JOIN keyword_stats ks ON ks.vector_store_id = s.id AND ks.lexeme = terms[t.i]
+          WHERE s.id = ANY(stores) AND s.avgdl_ref IS NOT NULL AND ks.df > 0) AS x
+    WHERE x.top IS NOT NULL;
+    IF l_part IS NULL THEN
+        RETURN;
+    END IF;
+    n_lists := array_length(l_part, 1);
+    -- Exact scores: the expression of engram_bm25_score (migration 0009), so equal to the exhaustive scorer's;
+    -- merged into the top k by (score desc, id).
+    scoring := 'SELECT array_agg(id ORDER BY s DESC, id), array_agg(s ORDER BY s DESC, id) FROM ('
+               || 'SELECT id, s FROM (SELECT unnest($6::bigint[]) AS id, unnest($7::float8[]) AS s UNION ALL '
+               || 'SELECT c.id, (SELECT coalesce(sum($2[array_position($1, t.lexeme)] * t.tf * 1.9 '
+               || '/ (t.tf + 0.9 * (0.6 + 0.4 * c.keyword_length / $3))), 0) '
+               || 'FROM (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf '
+               || 'FROM unnest(ts_filter(setweight(c.keywords, ''A'', $1), ''{a}'')) AS u) AS t) AS s '
+               || 'FROM chunks c WHERE c.id = ANY($4) AND c.vector_store_id = ANY($5)'
+               || coalesce(' AND (' || filter_sql || ')', '')
+               || ') AS a WHERE s > 0 ORDER BY s DESC, id LIMIT $8) AS top';
+
+    -- a. θ₀ from the heads of the lists.
+    per_list := greatest(seed, 1024 / n_lists);
+    SELECT array_agg(d.id ORDER BY d.lb DESC, d.id) INTO c_ids
+    FROM (SELECT h.chunk_id AS id, sum(l_g[l.i] * h.impact) AS lb
+          FROM generate_subscripts(l_part, 1) AS l(i)
+          CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
+                              WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]
+                              ORDER BY cp.impact DESC, cp.chunk_id DESC LIMIT per_list) AS h
+          GROUP BY h.chunk_id) AS d;
+    batch_ids := c_ids[1:2 * e];
+    EXECUTE scoring INTO top_ids, top_scores USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+    top_ids := coalesce(top_ids, '{}');
+    top_scores := coalesce(top_scores, '{}');
+    scored := batch_ids;
+    IF array_length(top_ids, 1) >= e THEN
+        theta := top_scores[e];
+    END IF;
+
+    -- b. Skip what cannot reach θ₀ (per store: a chunk belongs to one), read the rest whole.
+    l_skip := array_fill(false, ARRAY[n_lists]);
+    s_skip := array_fill(0::float8, ARRAY[n_stores]);
+    IF theta > 0 THEN
+        FOR s IN 1 .. n_stores LOOP
+            budget := theta * (1 - 1e-9);
+            FOR i IN SELECT g.i FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_store[g.i] = s
+                     ORDER BY l_df[g.i] / l_ub[g.i] DESC, g.i LOOP
+                CONTINUE WHEN l_ub[i] >= budget;
+                l_skip[i] := true;
+                budget := budget - l_ub[i];
+                s_skip[s] := s_skip[s] + l_ub[i];
+            END LOOP;
+        END LOOP;
+    END IF;
+    SELECT coalesce(sum(l_df[g.i]), 0) INTO skipped_df FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_skip[g.i];
+    SELECT array_agg(a.id ORDER BY a.ub DESC, a.id), array_agg(a.ub ORDER BY a.ub DESC, a.id),
+           array_agg(a.lb ORDER BY a.ub DESC, a.id), array_agg(a.st ORDER BY a.ub DESC, a.id)
+    INTO c_ids, c_ub, c_lb, c_st
+    FROM (SELECT p.chunk_id AS id, sum(l_w[l.i] * p.impact) + s_skip[min(l_store[l.i])] AS ub,
+                 sum(l_g[l.i] * p.impact) AS lb, min(l_store[l.i]) AS st
+          FROM generate_subscripts(l_part, 1) AS l(i)
+          CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
+                              WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]) AS p
+          WHERE NOT l_skip[l.i]
+          GROUP BY p.chunk_id) AS a;
+    n_cand := coalesce(array_length(c_ids, 1), 0);
+    -- θ from lower bounds (each chunk once; not under a filter, which a chunk may fail).
+    IF filter_sql IS NULL AND n_cand > 0 THEN
+        SELECT v INTO theta_lb FROM unnest(c_lb) AS v ORDER BY v DESC OFFSET e - 1 LIMIT 1;
+        theta := greatest(theta, coalesce(theta_lb, 0));
+    END IF;
+
+    -- c. Many chunks within reach of θ: their components from the skipped lists (a posting read costs ~1/20 of
+    --    an exact score). The ids go as a parameter of a dynamic statement, planned with their values, so the
+    --    = ANY is hashed.
+    SELECT count(*) INTO n_live FROM unnest(c_ub) AS u WHERE u >= theta;
+    IF skipped_df > 0 AND n_live * 20 > skipped_df THEN
+        t_ids := c_ids[n_live + 1:n_cand];  -- (the rest and their bounds, kept for ranks e+1…k)
+        t_ub := c_ub[n_live + 1:n_cand];
+        EXECUTE 'SELECT array_agg(a.id ORDER BY a.ub DESC, a.id), array_agg(a.ub ORDER BY a.ub DESC, a.id), '
+                || 'array_agg(a.lb ORDER BY a.ub DESC, a.id) '
+                || 'FROM (SELECT u.id, sum(u.up) AS ub, sum(u.lb) AS lb FROM ('
+                || 'SELECT * FROM unnest($1, $2, $3) AS c(id, up, lb) UNION ALL '
+                || 'SELECT cp.chunk_id, $6[l.i] * cp.impact, $7[l.i] * cp.impact '
+                || 'FROM unnest($4, $5, $8) AS l(i, part, lexeme) CROSS JOIN LATERAL ('
+                || 'SELECT cp.chunk_id, cp.impact FROM chunk_postings cp WHERE cp.partition_key = l.part '
+                || 'AND cp.lexeme = l.lexeme AND cp.chunk_id = ANY($1)) AS cp) AS u GROUP BY u.id) AS a'
+            INTO c_ids, c_ub, c_lb
+            USING c_ids[1:n_live],
+                  (SELECT array_agg(x.ub - s_skip[x.st]) FROM unnest(c_ub[1:n_live], c_st[1:n_live]) AS x(ub, st)),
+                  c_lb[1:n_live],
+                  (SELECT array_agg(g.i) FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_skip[g.i]),
+                  (SELECT array_agg(l_part[g.i]) FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_skip[g.i]),
+                  l_w, l_g,
+                  (SELECT array_agg(terms[l_term[g.i]]) FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_skip[g.i]);
+        IF filter_sql IS NULL AND c_lb IS NOT NULL THEN
+            SELECT v INTO theta_lb FROM unnest(c_lb) AS v ORDER BY v DESC OFFSET e - 1 LIMIT 1;
+            theta := greatest(theta, coalesce(theta_lb, 0));
+        END IF;
+        IF e < k THEN  -- the chunks out of reach of θ may still fill ranks e+1…k
+            SELECT array_agg(a.id ORDER BY a.ub DESC, a.id), array_agg(a.ub ORDER BY a.ub DESC, a.id)
+            INTO c_ids, c_ub
+            FROM (SELECT * FROM unnest(c_ids, c_ub) AS x(id, ub)
+                  UNION ALL SELECT * FROM unnest(t_ids, t_ub) AS y(id, ub)) AS a;
+        END IF;
+        n_cand := coalesce(array_length(c_ids, 1), 0);
+    END IF;
+
+    -- Exact scores, best upper bound first, while one can still reach θ — and, past the first e, until k rows.
+    pos := 1;
+    slice := greatest(e, 16);
+    WHILE pos <= n_cand AND (c_ub[pos] >= theta OR coalesce(array_length(top_ids, 1), 0) < k) LOOP
+        last := least(n_cand, pos + slice - 1);
+        SELECT array_agg(x.id) INTO batch_ids FROM unnest(c_ids[pos:last], c_ub[pos:last]) AS x(id, ub)
+        WHERE (x.ub >= theta OR coalesce(array_length(top_ids, 1), 0) < k) AND x.id NOT IN (SELECT unnest(scored));
+        IF batch_ids IS NOT NULL THEN
+            EXECUTE scoring INTO top_ids, top_scores
+                USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            top_ids := coalesce(top_ids, '{}');
+            top_scores := coalesce(top_scores, '{}');
+            scored := scored || batch_ids;
+            IF array_length(top_ids, 1) >= e THEN
+                theta := greatest(theta, top_scores[e]);
+            END IF;
+        END IF;
+        pos := last + 1;
+        slice := slice * 2;
+    END LOOP;
+
+    -- Fewer than k rows while chunks only the skipped lists hold were never looked at: they cannot reach the
+    -- top e (their bound is below θ₀), but fill ranks e+1…k, best bound first.
+    IF coalesce(array_length(top_ids, 1), 0) < k AND skipped_df > 0 THEN
+        SELECT array_agg(a.id ORDER BY a.ub DESC, a.id) INTO batch_ids
+        FROM (SELECT p.chunk_id AS id, sum(l_w[l.i] * p.impact) AS ub
+              FROM generate_subscripts(l_part, 1) AS l(i)
+              CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
+                                  WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]) AS p
+              WHERE l_skip[l.i] AND p.chunk_id NOT IN (SELECT unnest(scored))
+              GROUP BY p.chunk_id ORDER BY 2 DESC, 1 LIMIT 2 * k) AS a;
+        IF batch_ids IS NOT NULL THEN
+            EXECUTE scoring INTO top_ids, top_scores
+                USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            top_ids := coalesce(top_ids, '{}');
+            top_scores := coalesce(top_scores, '{}');
+        END IF;
+    END IF;
+    RETURN QUERY SELECT unnest(top_ids), unnest(top_scores);
+END $$;
+
+-- 3. Existing HNSW indexes over vector → halfvec (the graph is rebuilt; memory enough for ~1.5 M 384-d rows).
+DO $$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_type WHERE typname = 'halfvec') THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('maintenance_work_mem', '2GB', true);
+    FOR r IN
+        SELECT c.relname, substring(c.relname FROM '^chunks_hnsw_([0-9]+)$')::integer AS dim,
+               coalesce((SELECT substring(o FROM '^m=([0-9]+)$')::integer FROM unnest(c.reloptions) AS o
+                         WHERE o LIKE 'm=%'), 16) AS m,
+               coalesce((SELECT substring(o FROM '^ef_construction=([0-9]+)$')::integer FROM unnest(c.reloptions) AS o
+                         WHERE o LIKE 'ef_construction=%'), 64) AS ef_construction
+        FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+        WHERE i.indrelid = 'chunks'::regclass AND c.relname ~ '^chunks_hnsw_[0-9]+$'
+          AND pg_get_indexdef(c.oid) LIKE '%vector_cosine_ops%'
+          AND pg_get_indexdef(c.oid) NOT LIKE '%halfvec_cosine_ops%'
+    LOOP
+        CONTINUE WHEN r.dim > 4000;
+        EXECUTE format('DROP INDEX %I', r.relname);
+        PERFORM engram_ensure_hnsw_index(r.dim, 'halfvec', r.m, r.ef_construction);
+    END LOOP;
+END $$;
