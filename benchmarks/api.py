@@ -77,7 +77,8 @@ from chalicelib.store.chunks import Chunk
 from chalicelib.search import service
 from chalicelib.search.keyword import keyword_search
 from chalicelib.search.service import parse_ranking_options, search
-from chalicelib.search.vector import VectorScope, vector_search
+from chalicelib.search.corpus import CHUNKS, store_scope
+from chalicelib.search.vector import VectorScope, prefer_exact, vector_search
 from chalicelib.store import api_keys
 from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
@@ -434,12 +435,12 @@ def breakdown(settings: Any, store: vector_stores.VectorStore, key: str, queries
         out[label] = stats(sequential(fn, queries, 10))
 
     with tenant_connection(settings, TENANT) as conn:
-        caps = capabilities(conn)
+        caps = vector_stores.hnsw_index(conn, DIM)
         (indexed,) = conn.execute(service._INDEXED_ROWS, (DIM,)).fetchone()
-        scope = VectorScope(TENANT, [store.id], DIM, store.chunk_count, int(indexed))
+        scope = VectorScope(CHUNKS, store_scope(TENANT, [store.id], store.chunk_count), DIM, int(indexed))
         depth = max(service.MIN_CANDIDATES, 2 * LIMIT)
         timed("round trip (SELECT 1)", lambda q: conn.execute("SELECT 1").fetchone())
-        timed("capabilities() query", lambda q: capabilities(conn))
+        timed("hnsw_index() query", lambda q: vector_stores.hnsw_index(conn, DIM))
         timed("indexed-rows query", lambda q: conn.execute(service._INDEXED_ROWS, (DIM,)).fetchone())
         timed("vector_stores.get", lambda q: vector_stores.get(conn, TENANT, store.id))
         timed("vector_stores.touch (UPDATE)", lambda q: vector_stores.touch(conn, TENANT, [store.id]))
@@ -449,7 +450,7 @@ def breakdown(settings: Any, store: vector_stores.VectorStore, key: str, queries
             conn, scope, vecs[q], depth, where=None, ef_search=settings.hnsw_ef_search,
             exact_scan_max_rows=settings.exact_scan_max_rows, iterative_scan=caps.iterative_scan,
             halfvec=caps.halfvec))
-        timed(f"keyword leg (k={depth})", lambda q: keyword_search(conn, TENANT, [store.id], q, depth, where=None))
+        timed(f"keyword leg (k={depth})", lambda q: keyword_search(conn, CHUNKS, scope.scope, q, depth, where=None))
         sync = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in ("synchronous_commit", "fsync")}
 
     def checkout(q: str) -> None:
@@ -545,6 +546,12 @@ def table(report: dict[str, Any], clients: int) -> str:
         cpu = f"; server CPU {multi['server_cpu_ms_per_req']:.2f} ms/req" if "server_cpu_ms_per_req" in multi else ""
         lines.append(f"{mode}: {clients} clients: client CPU {multi['client_cpu_ms_per_req']:.2f} ms/req{cpu}; "
                      f"HTTP results identical to in-process: {r['same_results_as_in_process']}")
+    if "hybrid" in report["modes"] and "vector" in report["modes"]:
+        h, v = report["modes"]["hybrid"], report["modes"]["vector"]
+        lines.append("hybrid ÷ vector (same run): " + ", ".join(
+            f"{label} p50 {h[key]['p50_ms'] / v[key]['p50_ms']:.2f}× p95 {h[key]['p95_ms'] / v[key]['p95_ms']:.2f}×"
+            for key, label in (("in_process", "in-process"), ("http_sdk_1", "HTTP 1 client"),
+                               (f"http_sdk_{clients}", f"HTTP {clients} clients"))))
     lines.append("")
     lines.append(f"per-request pieces (sequential, tenant connection; {report['breakdown']['_settings']}):")
     for label, s in report["breakdown"].items():
@@ -602,7 +609,8 @@ def main() -> int:
         "benchmark": "api", "chunks": n, "store_chunks": store.chunk_count, "clients": args.clients,
         "duration_s": args.duration, "queries": args.queries, "seed": args.seed, "corpus": corpus.source,
         "embedder": "hashing-384", "pgvector": pgvector, "ef_search": settings.hnsw_ef_search,
-        "vector_path": "exact" if store.chunk_count <= settings.exact_scan_max_rows else "hnsw",
+        "vector_path": "exact" if store.chunk_count <= settings.exact_scan_max_rows and prefer_exact(
+            store.chunk_count, store.chunk_count, 2 * LIMIT, settings.hnsw_ef_search, True) else "hnsw",
         "server": "same process" if args.same_process else "child process", "cpus": os.cpu_count(),
         "tcp_nodelay": args.tcp_nodelay,
         "setup_s": round(build_s, 1), "modes": {}}

@@ -40,8 +40,10 @@ __all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "QueryTerms", "keyword_se
 BM25_K1 = 0.9
 BM25_B = 0.4
 TEXT_SEARCH_CONFIG = "english"
-# Scopes of at most this many rows are scored exhaustively: reading them costs less than walking postings.
-EXHAUSTIVE_MAX_ROWS = 5000
+# Scopes of at most this many rows are scored exhaustively: reading them costs less than the top-k function's fixed
+# steps. benchmarks/search.py, store of 1 % (in-process, 2 cores): 100 rows — exhaustive 4–6 ms vs top-k 6–8 ms;
+# 1,000 rows — exhaustive 26–49 ms vs top-k 15–25 ms (2- and 12-word queries, p50).
+EXHAUSTIVE_MAX_ROWS = 500
 
 # The query's distinct lexemes with their document frequency in the scope's partitions, and the partitions' totals.
 _MAINTAINED_TERMS = """

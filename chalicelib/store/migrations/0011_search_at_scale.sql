@@ -133,22 +133,27 @@ BEGIN
         END LOOP;
     END IF;
     SELECT coalesce(sum(l_df[g.i]), 0) INTO skipped_df FROM generate_subscripts(l_part, 1) AS g(i) WHERE l_skip[g.i];
-    SELECT array_agg(a.id ORDER BY a.ub DESC, a.id), array_agg(a.ub ORDER BY a.ub DESC, a.id),
-           array_agg(a.lb ORDER BY a.ub DESC, a.id), array_agg(a.st ORDER BY a.ub DESC, a.id)
-    INTO c_ids, c_ub, c_lb, c_st
-    FROM (SELECT p.chunk_id AS id, sum(l_w[l.i] * p.impact) + s_skip[min(l_store[l.i])] AS ub,
-                 sum(l_g[l.i] * p.impact) AS lb, min(l_store[l.i]) AS st
-          FROM generate_subscripts(l_part, 1) AS l(i)
-          CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
-                              WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]) AS p
-          WHERE NOT l_skip[l.i]
-          GROUP BY p.chunk_id) AS a;
+    -- Each chunk of the lists read: upper bound (its components plus the skipped lists' maxima) and lower bound.
+    -- θ rises to the e-th best lower bound (not under a filter, which a chunk may fail). Kept: the chunks whose
+    -- upper bound reaches θ and, for ranks e+1…k, the 2k best upper bounds.
+    WITH a AS MATERIALIZED (
+             SELECT p.chunk_id AS id, sum(l_w[l.i] * p.impact) + s_skip[min(l_store[l.i])] AS ub,
+                    sum(l_g[l.i] * p.impact) AS lb, min(l_store[l.i]) AS st
+             FROM generate_subscripts(l_part, 1) AS l(i)
+             CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
+                                 WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]) AS p
+             WHERE NOT l_skip[l.i]
+             GROUP BY p.chunk_id),
+         t AS (SELECT greatest(theta, CASE WHEN filter_sql IS NULL THEN
+                   coalesce((SELECT a.lb FROM a ORDER BY a.lb DESC OFFSET e - 1 LIMIT 1), 0) ELSE 0 END) AS v)
+    SELECT array_agg(x.id ORDER BY x.ub DESC, x.id), array_agg(x.ub ORDER BY x.ub DESC, x.id),
+           array_agg(x.lb ORDER BY x.ub DESC, x.id), array_agg(x.st ORDER BY x.ub DESC, x.id), (SELECT v FROM t)
+    INTO c_ids, c_ub, c_lb, c_st, theta
+    FROM (SELECT a.* FROM a, t WHERE a.ub >= t.v
+          UNION
+          SELECT f.* FROM (SELECT * FROM a ORDER BY a.ub DESC, a.id
+                           LIMIT CASE WHEN e < k THEN 2 * k ELSE 0 END) AS f) AS x;
     n_cand := coalesce(array_length(c_ids, 1), 0);
-    -- θ from lower bounds (each chunk once; not under a filter, which a chunk may fail).
-    IF filter_sql IS NULL AND n_cand > 0 THEN
-        SELECT v INTO theta_lb FROM unnest(c_lb) AS v ORDER BY v DESC OFFSET e - 1 LIMIT 1;
-        theta := greatest(theta, coalesce(theta_lb, 0));
-    END IF;
 
     -- c. Many chunks within reach of θ: their components from the skipped lists (a posting read costs ~1/20 of
     --    an exact score). The ids go as a parameter of a dynamic statement, planned with their values, so the
