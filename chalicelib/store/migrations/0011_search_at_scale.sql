@@ -12,7 +12,8 @@
 --    the function now bounds chunks from postings alone and scores exactly only the few that bounds cannot
 --    settle (MaxScore, Turtle & Flood 1995, over impact-ordered lists):
 --
---    a. θ₀: the chunks at the head of every list, the 2e that showed the most scored exactly; θ₀ = the e-th best.
+--    a. θ₀: the chunks at the head of every list, the 2e that showed the most scored exactly; θ₀ = the e-th best
+--       (none when the lists hold 4,096 postings or fewer in all: they are read whole at once).
 --    b. Skip lists whose highest components add up to less than θ₀ (longest lists first): a chunk met only in
 --       them cannot reach the top e. Read the others whole: per chunk, upper and lower bounds of its score (its
 --       components from the impacts, plus the skipped lists' maxima for the upper bound). θ rises to the e-th
@@ -36,6 +37,29 @@ ALTER TABLE chunk_postings ADD CONSTRAINT chunk_postings_pkey
     PRIMARY KEY (partition_key, lexeme, impact, chunk_id, tenant_id);
 
 DROP FUNCTION engram_chunks_bm25_topk(text[], text[], float8[], float8, integer, text, integer);
+
+-- The exact BM25 scores of the chunks `ids` of `stores` (engram_bm25_score's expression, so equal to the exhaustive
+-- scorer's) merged into a running top k (`top_ids`, `top_scores`: by score descending, then id). Static SQL in
+-- PL/pgSQL: planned once per session, where the dynamic statement it spares was planned on every call.
+CREATE FUNCTION engram_chunks_bm25_merge(terms text[], idfs float8[], avgdl float8, ids bigint[], stores text[],
+                                         top_ids bigint[], top_scores float8[], k integer,
+                                         OUT merged_ids bigint[], OUT merged_scores float8[])
+    LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    SELECT array_agg(a.id ORDER BY a.s DESC, a.id), array_agg(a.s ORDER BY a.s DESC, a.id)
+    INTO merged_ids, merged_scores
+    FROM (SELECT b.id, b.s
+          FROM (SELECT t.id, t.s FROM unnest(top_ids, top_scores) AS t(id, s)
+                UNION ALL
+                SELECT c.id, (SELECT coalesce(sum(idfs[array_position(terms, u.lexeme)] * u.tf * 1.9
+                                                  / (u.tf + 0.9 * (0.6 + 0.4 * c.keyword_length / avgdl))), 0)
+                              FROM (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1) AS tf
+                                    FROM unnest(ts_filter(setweight(c.keywords, 'A', terms), '{a}')) AS x) AS u)
+                FROM chunks c WHERE c.id = ANY(ids) AND c.vector_store_id = ANY(stores)) AS b
+          WHERE b.s > 0 ORDER BY b.s DESC, b.id LIMIT k) AS a;
+    merged_ids := coalesce(merged_ids, '{}');
+    merged_scores := coalesce(merged_scores, '{}');
+END $$;
 
 -- The BM25 top-k rows of the chunks of `stores` for the query lexemes `terms` with inverse document frequencies
 -- `idfs`, `avgdl` the stores' average length (the caller computes both from keyword_stats and vector_stores);
@@ -87,8 +111,7 @@ BEGIN
         RETURN;
     END IF;
     n_lists := array_length(l_part, 1);
-    -- Exact scores: the expression of engram_bm25_score (migration 0009), so equal to the exhaustive scorer's;
-    -- merged into the top k by (score desc, id).
+    -- Exact scores under a filter (dynamic: the filter is SQL text); without one, engram_chunks_bm25_merge.
     scoring := 'SELECT array_agg(id ORDER BY s DESC, id), array_agg(s ORDER BY s DESC, id) FROM ('
                || 'SELECT id, s FROM (SELECT unnest($6::bigint[]) AS id, unnest($7::float8[]) AS s UNION ALL '
                || 'SELECT c.id, (SELECT coalesce(sum($2[array_position($1, t.lexeme)] * t.tf * 1.9 '
@@ -99,22 +122,29 @@ BEGIN
                || coalesce(' AND (' || filter_sql || ')', '')
                || ') AS a WHERE s > 0 ORDER BY s DESC, id LIMIT $8) AS top';
 
-    -- a. θ₀ from the heads of the lists.
-    per_list := greatest(seed, 1024 / n_lists);
-    SELECT array_agg(d.id ORDER BY d.lb DESC, d.id) INTO c_ids
-    FROM (SELECT h.chunk_id AS id, sum(l_g[l.i] * h.impact) AS lb
-          FROM generate_subscripts(l_part, 1) AS l(i)
-          CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
-                              WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]
-                              ORDER BY cp.impact DESC, cp.chunk_id DESC LIMIT per_list) AS h
-          GROUP BY h.chunk_id) AS d;
-    batch_ids := c_ids[1:2 * e];
-    EXECUTE scoring INTO top_ids, top_scores USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
-    top_ids := coalesce(top_ids, '{}');
-    top_scores := coalesce(top_scores, '{}');
-    scored := batch_ids;
-    IF array_length(top_ids, 1) >= e THEN
-        theta := top_scores[e];
+    -- a. θ₀ from the heads of the lists (unless the lists are short enough to read whole at once).
+    IF (SELECT sum(x) FROM unnest(l_df) AS x) > 4096 THEN
+        per_list := greatest(seed, 1024 / n_lists);
+        SELECT array_agg(d.id ORDER BY d.lb DESC, d.id) INTO c_ids
+        FROM (SELECT h.chunk_id AS id, sum(l_g[l.i] * h.impact) AS lb
+              FROM generate_subscripts(l_part, 1) AS l(i)
+              CROSS JOIN LATERAL (SELECT cp.chunk_id, cp.impact FROM chunk_postings cp
+                                  WHERE cp.partition_key = l_part[l.i] AND cp.lexeme = terms[l_term[l.i]]
+                                  ORDER BY cp.impact DESC, cp.chunk_id DESC LIMIT per_list) AS h
+              GROUP BY h.chunk_id) AS d;
+        batch_ids := c_ids[1:2 * e];
+        IF filter_sql IS NULL THEN
+            SELECT m.merged_ids, m.merged_scores INTO top_ids, top_scores
+            FROM engram_chunks_bm25_merge(terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k) AS m;
+        ELSE
+            EXECUTE scoring INTO top_ids, top_scores USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+        END IF;
+        top_ids := coalesce(top_ids, '{}');
+        top_scores := coalesce(top_scores, '{}');
+        scored := batch_ids;
+        IF array_length(top_ids, 1) >= e THEN
+            theta := top_scores[e];
+        END IF;
     END IF;
 
     -- b. Skip what cannot reach θ₀ (per store: a chunk belongs to one), read the rest whole.
@@ -199,8 +229,12 @@ BEGIN
         SELECT array_agg(x.id) INTO batch_ids FROM unnest(c_ids[pos:last], c_ub[pos:last]) AS x(id, ub)
         WHERE (x.ub >= theta OR coalesce(array_length(top_ids, 1), 0) < k) AND x.id NOT IN (SELECT unnest(scored));
         IF batch_ids IS NOT NULL THEN
-            EXECUTE scoring INTO top_ids, top_scores
-                USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            IF filter_sql IS NULL THEN
+                SELECT m.merged_ids, m.merged_scores INTO top_ids, top_scores
+                FROM engram_chunks_bm25_merge(terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k) AS m;
+            ELSE
+                EXECUTE scoring INTO top_ids, top_scores USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            END IF;
             top_ids := coalesce(top_ids, '{}');
             top_scores := coalesce(top_scores, '{}');
             scored := scored || batch_ids;
@@ -223,8 +257,12 @@ BEGIN
               WHERE l_skip[l.i] AND p.chunk_id NOT IN (SELECT unnest(scored))
               GROUP BY p.chunk_id ORDER BY 2 DESC, 1 LIMIT 2 * k) AS a;
         IF batch_ids IS NOT NULL THEN
-            EXECUTE scoring INTO top_ids, top_scores
-                USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            IF filter_sql IS NULL THEN
+                SELECT m.merged_ids, m.merged_scores INTO top_ids, top_scores
+                FROM engram_chunks_bm25_merge(terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k) AS m;
+            ELSE
+                EXECUTE scoring INTO top_ids, top_scores USING terms, idfs, avgdl, batch_ids, stores, top_ids, top_scores, k;
+            END IF;
             top_ids := coalesce(top_ids, '{}');
             top_scores := coalesce(top_scores, '{}');
         END IF;
