@@ -280,18 +280,19 @@ class HnswIndex:
 
 
 _HNSW_INDEX = """SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
-       (SELECT pg_get_indexdef(c.oid) FROM pg_class c WHERE c.relname = %s AND c.relkind = 'i')"""
+       (SELECT o.opcname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+        JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE c.relname = %s)"""
 
 
 def hnsw_index(conn: psycopg.Connection, dim: int) -> HnswIndex:
     """What the index of ``dim`` dimensions is built over, and whether pgvector scans iteratively (one query).
 
     Indexes are built over ``halfvec`` where pgvector has it (≥ 0.7; migrations/0011 converted older ones), but a
-    server whose pgvector was upgraded after the index was built still holds a ``vector`` one: the definition
-    decides, not the version."""
-    version, definition = conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)).fetchone()
+    server whose pgvector was upgraded after the index was built still holds a ``vector`` one: the index's operator
+    class decides, not the version."""
+    version, opclass = conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)).fetchone()
     parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
-    kind = None if definition is None else ("halfvec" if "halfvec_cosine_ops" in definition else "vector")
+    kind = None if opclass is None else ("halfvec" if opclass.startswith("halfvec") else "vector")
     return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0))
 
 
