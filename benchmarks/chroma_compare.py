@@ -187,10 +187,13 @@ def main() -> int:
     copy_name = f"engram_bench_chroma_{n}"
     with psycopg.connect(database_url(settings), autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(copy_name)))
-        admin.execute(sql.SQL("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = {}").format(
-            sql.Literal(f"engram_bench_search_{n}")))
-        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(copy_name), sql.Identifier(f"engram_bench_search_{n}")))
+        try:
+            admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(copy_name), sql.Identifier(f"engram_bench_search_{n}")))
+        except psycopg.errors.ObjectInUse:
+            chroma.close()
+            print(f"chroma_compare: engram_bench_search_{n} is in use (a search.py run?); try again when it is idle")
+            return 1
     copy_url = psycopg.conninfo.make_conninfo(url, dbname=copy_name)
     report: dict[str, Any] = {"benchmark": "chroma_compare", "rows": n, "chromadb": opened["version"],
                               "ef_search": settings.hnsw_ef_search, "rounds": []}
