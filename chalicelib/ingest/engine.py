@@ -201,6 +201,8 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
         ingest_jobs.heartbeat(conn, locked, lease_s=settings.processing_lease_s)
         if batches == 0:
             staged = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
+            if staged is None:  # locked above in this transaction, so never: for the type checker
+                return "missing"
             return _finalize(conn, staged, embedder, [], [])
     _send_batches(delivery.dispatcher, job, range(batches))
     return "staged"

@@ -11,6 +11,8 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from chalicelib.store.db import one
+
 __all__ = ["JobState", "RunRecord", "acquire", "checkpoint", "finish", "latest_runs", "start_run", "states"]
 
 ALL_TENANTS = "*"
@@ -103,8 +105,8 @@ def acquire(conn: psycopg.Connection, job: str, scope: str, owner: str, *, lease
 
 def start_run(conn: psycopg.Connection, job: str, scope: str, owner: str, cursor: dict[str, Any] | None) -> int:
     """Record a run starting from ``cursor``; returns its id."""
-    return int(conn.execute(_START, {"job": job, "scope": scope, "owner": owner,
-                                     "cursor": Jsonb(cursor) if cursor is not None else None}).fetchone()[0])
+    return int(one(conn.execute(_START, {"job": job, "scope": scope, "owner": owner,
+                                         "cursor": Jsonb(cursor) if cursor is not None else None}))[0])
 
 
 def checkpoint(conn: psycopg.Connection, job: str, scope: str, owner: str, run_id: int,

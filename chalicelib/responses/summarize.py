@@ -122,8 +122,9 @@ def precompute_summaries(settings: Settings, *, limit: int = 50, tenant_id: str 
             except EngramError:
                 logger.exception("summarizing conversation ending %s failed", response_id)
                 continue
-            store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
-            done += 1
+            if shorter.summary is not None:  # condense always leaves one
+                store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
+                done += 1
     return done
 
 

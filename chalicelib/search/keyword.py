@@ -66,7 +66,7 @@ def keyword_search(conn: psycopg.Connection, tenant_id: str, store_ids: Sequence
     (only stop words or punctuation). Scores are unbounded positive reals."""
     if limit <= 0 or not query.strip():
         return []
-    clause = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s)")
+    clause: sql.Composable = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s)")
     params = {"tenant": tenant_id, "stores": list(store_ids), "query": query.replace("\x00", " "),
               "limit": limit, "k1": BM25_K1, "b": BM25_B}
     if where is not None:

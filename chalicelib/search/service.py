@@ -22,7 +22,7 @@ from chalicelib.search.filters import compile_filter
 from chalicelib.search.fusion import reciprocal_rank_fusion
 from chalicelib.search.keyword import keyword_search
 from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store.db import capabilities
+from chalicelib.store.db import capabilities, one
 from chalicelib.store.vector_stores import VectorStore, check_embedding
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -137,7 +137,7 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     similarity: dict[int, float] = {}
     if ranking.embedding_weight > 0:
         caps = capabilities(conn)
-        (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
+        (indexed,) = one(conn.execute(_INDEXED_ROWS, (embedder.dimension,)))
         scope = VectorScope(tenant_id, store_ids, embedder.dimension, sum(s.chunk_count for s in stores), int(indexed))
         started = time.perf_counter()
         vectors = embedder.embed(queries)

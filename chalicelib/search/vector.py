@@ -16,13 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR_DIM, vector_cast
+
+if TYPE_CHECKING:
+    from pgvector import Vector
 
 # pgvector caps hnsw.ef_search at 1,000 (pgvector README, "Query Options").
 MAX_EF_SEARCH = 1000
@@ -63,7 +66,8 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
 
 def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:
     params: dict[str, Any] = {"tenant": scope.tenant_id, "stores": list(scope.store_ids), "dim": scope.dim}
-    clause = sql.SQL("tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s) AND embedding_dim = %(dim)s")
+    clause: sql.Composable = sql.SQL(
+        "tenant_id = %(tenant)s AND vector_store_id = ANY(%(stores)s) AND embedding_dim = %(dim)s")
     if where is not None:
         clause = sql.SQL("{} AND {}").format(clause, where.expression)
         params.update(where.params)
@@ -101,9 +105,11 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
 
 
-def _as_list(vector: Sequence[float]) -> Any:
+def _as_list(vector: Sequence[float] | Vector) -> Vector:
     """pgvector's ``Vector`` for a query vector (list, tuple, numpy array or ``Vector``): dumpable without numpy,
     which the Lambda packages leave out (50 MB)."""
     from pgvector import Vector
 
-    return vector if isinstance(vector, Vector) else Vector(vector if not isinstance(vector, tuple) else list(vector))
+    if isinstance(vector, Vector):
+        return vector
+    return Vector(vector if isinstance(vector, list) else list(vector))

@@ -18,6 +18,7 @@ moves ``attempt_base`` instead of resetting them), so a stale worker's guard can
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -253,7 +254,7 @@ def settle(conn: psycopg.Connection, *, max_attempts: int, tenant_id: str | None
                    f"Processing did not finish after {max_attempts} attempts (the worker stopped).")
         params = {**query, "tenant": tenant, "store": store, "file": file_id,
                   "error": Jsonb({"code": "server_error", "message": message})}
-        failed += len(_transition(conn, tenant, store, lambda p=params: _returning(conn, _FAIL_STUCK, p)))
+        failed += len(_transition(conn, tenant, store, functools.partial(_returning, conn, _FAIL_STUCK, params)))
     return failed
 
 

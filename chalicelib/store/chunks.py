@@ -10,6 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from chalicelib.store.db import one
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -88,7 +90,7 @@ def delete_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, 
     """Remove a file's chunks from a store and their statistics; returns chunks removed. Call inside a
     transaction that has taken :func:`lock_store`."""
     params = {"tenant": tenant_id, "store": store_id, "file": file_id}
-    count, length = conn.execute(_OLD_TOTALS, params).fetchone()
+    count, length = one(conn.execute(_OLD_TOTALS, params))
     if count:
         conn.execute(_DELETE_WITH_STATS, params)
         conn.execute(_UPDATE_STORE, {**params, "d_chunks": -count, "d_length": -length})
@@ -117,7 +119,7 @@ def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, 
     conn.execute(_MOVE)
     if chunks:
         conn.execute(_ADD_STATS, params)
-        (length,) = conn.execute(_NEW_KEYWORD_LENGTH, params).fetchone()
+        (length,) = one(conn.execute(_NEW_KEYWORD_LENGTH, params))
         conn.execute(_UPDATE_STORE, {**params, "d_chunks": len(chunks), "d_length": length})
 
 

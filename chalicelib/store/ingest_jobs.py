@@ -19,6 +19,8 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.store import attachments
+from chalicelib.store.db import one
+from chalicelib.wire import LastError
 
 # Statuses in which a version still has work to do.
 OPEN = ("pending", "embedding")
@@ -190,8 +192,8 @@ def set_content(conn: psycopg.Connection, job: Job, *, chunk_count: int, content
                                 "chunks": chunk_count, "sha256": content_sha256})
 
 
-def set_status(conn: psycopg.Connection, job: Job, status: str, error: dict[str, str] | None = None) -> None:
-    """Set a version's status (one of the CHECK constraint's) and ``last_error`` (``{"code", "message"}``)."""
+def set_status(conn: psycopg.Connection, job: Job, status: str, error: LastError | None = None) -> None:
+    """Set a version's status (one of the CHECK constraint's) and ``last_error``."""
     conn.execute(_SET_STATUS, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
                                "status": status, "error": Jsonb(error) if error else None})
 
@@ -237,7 +239,7 @@ def land_batch(conn: psycopg.Connection, job: Job, batch_no: int) -> tuple[int, 
     params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
     if conn.execute(_LAND, {**params, "batch": batch_no}).rowcount == 0:
         return None
-    done, total = conn.execute(_COUNT, params).fetchone()
+    done, total = one(conn.execute(_COUNT, params))
     return int(done), int(total)
 
 

@@ -24,6 +24,7 @@ from chalicelib import ids
 from chalicelib.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
 from chalicelib.store.blobs import BlobStore
+from chalicelib.store.db import one
 from chalicelib.store.files import FileRow
 
 logger = logging.getLogger(__name__)
@@ -134,10 +135,10 @@ def create(conn: psycopg.Connection, tenant_id: str, *, filename: str, purpose: 
 
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(Upload)) as cur:
-        return cur.execute(_INSERT_UPLOAD, {
+        return one(cur.execute(_INSERT_UPLOAD, {
             "id": ids.new_id(ids.UPLOAD), "tenant": tenant_id, "filename": filename, "purpose": purpose,
             "bytes": bytes, "mime_type": mime_type, "file_expires_after_s": file_expires_after_s,
-            "ttl": UPLOAD_TTL_S}).fetchone()
+            "ttl": UPLOAD_TTL_S}))
 
 
 def get(conn: psycopg.Connection, tenant_id: str, upload_id: str) -> Upload:
@@ -183,8 +184,8 @@ def add_part(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
             _require_pending(upload, "add parts to")  # completed or cancelled while the bytes were stored
             _check_room(conn, upload, len(data))
             with conn.cursor(row_factory=class_row(UploadPart)) as cur:
-                return cur.execute(_INSERT_PART, {"id": part_id, "upload": upload_id, "tenant": tenant_id,
-                                                  "bytes": len(data), "key": key}).fetchone()
+                return one(cur.execute(_INSERT_PART, {"id": part_id, "upload": upload_id, "tenant": tenant_id,
+                                                      "bytes": len(data), "key": key}))
     except BaseException:
         _forget(blobs, key)
         raise
@@ -285,7 +286,7 @@ def _require_pending(upload: Upload, action: str) -> None:
 
 
 def _check_room(conn: psycopg.Connection, upload: Upload, size: int) -> None:
-    stored = conn.execute(_PARTS_TOTAL, {"tenant": upload.tenant_id, "id": upload.id}).fetchone()[0]
+    stored = one(conn.execute(_PARTS_TOTAL, {"tenant": upload.tenant_id, "id": upload.id}))[0]
     if size > upload.bytes or stored + size > RESEND_ALLOWANCE * upload.bytes:
         raise InvalidRequestError(
             f"This part ({size:,} bytes) would take upload '{upload.id}' past the {upload.bytes:,} bytes it was "

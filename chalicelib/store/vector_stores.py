@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from chalicelib import ids
 from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
 
 # HNSW build parameters: pgvector's default m=16; ef_construction raised from its default 64 to 128 because
@@ -99,10 +100,9 @@ def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model:
     ensure_tenant(conn, tenant_id)
     ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
-        cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
-                              "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
-                              "expires_after": Jsonb(expires_after) if expires_after else None})
-        return cur.fetchone()
+        return one(cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
+                                         "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
+                                         "expires_after": Jsonb(expires_after) if expires_after else None}))
 
 
 def list_page(conn: psycopg.Connection, tenant_id: str, page: Page) -> tuple[list[VectorStore], bool]:
