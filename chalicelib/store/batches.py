@@ -15,6 +15,7 @@ from psycopg.rows import class_row
 from chalicelib import ids
 from chalicelib.errors import NotFoundError
 from chalicelib.store.db import one
+from chalicelib.wire import BatchStatus, FileCounts
 
 _INSERT = """INSERT INTO file_batches (id, tenant_id, vector_store_id) VALUES (%(id)s, %(tenant)s, %(store)s)
 RETURNING id, tenant_id, vector_store_id, created_at, cancelled_at"""
@@ -66,7 +67,7 @@ def get(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: str) 
     return row
 
 
-def file_counts(conn: psycopg.Connection, tenant_id: str, batch_id: str) -> dict[str, int]:
+def file_counts(conn: psycopg.Connection, tenant_id: str, batch_id: str) -> FileCounts:
     """``{"in_progress", "completed", "failed", "cancelled", "total"}`` over the batch's member files."""
     in_progress, completed, failed, cancelled, total = one(conn.execute(
         _COUNTS, {"tenant": tenant_id, "id": batch_id}))
@@ -74,7 +75,7 @@ def file_counts(conn: psycopg.Connection, tenant_id: str, batch_id: str) -> dict
             "total": total}
 
 
-def status(batch: Batch, counts: dict[str, int]) -> str:
+def status(batch: Batch, counts: FileCounts) -> BatchStatus:
     """OpenAI's batch status: ``cancelled`` once cancelled, ``in_progress`` while a member is, else ``completed``
     (a batch whose files all failed is ``failed``)."""
     if batch.cancelled_at is not None:

@@ -26,6 +26,7 @@ from chalicelib.store import files as file_rows
 from chalicelib.store.blobs import BlobStore
 from chalicelib.store.db import one
 from chalicelib.store.files import FileRow
+from chalicelib.wire import FILE_PURPOSES, UploadStatus
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ RESEND_ALLOWANCE = 2
 """All parts of an upload together may hold at most this many times its declared ``bytes`` (room for parts a
 client re-sends after a lost response; completion uses only the parts it names)."""
 
-PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+PURPOSES = FILE_PURPOSES
 """Purposes an upload may declare (those of the Files API)."""
 
 
@@ -55,7 +56,7 @@ class Upload:
     purpose: str
     bytes: int
     mime_type: str
-    status: str
+    status: UploadStatus
     file_expires_after_s: int | None
     created_at: datetime
     expires_at: datetime

@@ -15,6 +15,7 @@ from chalicelib import ids
 from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
+from chalicelib.wire import FileCounts
 
 # HNSW build parameters: pgvector's default m=16; ef_construction raised from its default 64 to 128 because
 # benchmarks/search.py measured recall@10 0.943 at ef_search 100 with 64 (whole-cluster misses) and 1.000 with 128.
@@ -137,12 +138,10 @@ def update(conn: psycopg.Connection, tenant_id: str, store_id: str, *, name: Any
     return row
 
 
-FileCounts = dict[str, int]  # {"in_progress", "completed", "failed", "cancelled", "total"}
-
-
 def file_counts(conn: psycopg.Connection, tenant_id: str, store_ids: list[str]) -> dict[str, FileCounts]:
     """Per store, the number of attached files in each status (computed from the rows, so always consistent)."""
-    counts = {sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
+    counts: dict[str, FileCounts] = {
+        sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
     for sid, in_progress, completed, failed, cancelled, total in conn.execute(
             _FILE_COUNTS, {"tenant": tenant_id, "ids": store_ids}).fetchall():
         counts[sid] = {"in_progress": in_progress, "completed": completed, "failed": failed,
