@@ -9,8 +9,10 @@ the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becom
 it. Their modules are imported on the first event, not at cold start.
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalice import Chalice, Rate
 
@@ -20,6 +22,9 @@ from chalicelib.api.routes import file_batches, files, responses, uploads, vecto
 from chalicelib.dispatch.table import QUEUES
 from chalicelib.jobs.table import LANES, tick_s
 from chalicelib.observability import observe
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 API_PREFIX = "/v1"
 
@@ -42,8 +47,8 @@ def health() -> dict:
     return {"status": "ok"}
 
 
-def _consumer(name: str) -> Callable[[Any], dict]:
-    def consume(event: Any) -> dict:
+def _consumer(name: str) -> Callable[[Any], PartialItemFailureResponse]:
+    def consume(event: Any) -> PartialItemFailureResponse:
         from chalicelib.events import consumer
 
         return consumer.handle(event.to_dict(), event.context)

@@ -330,12 +330,13 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
     from engram_cli.local import run
 
     state = run.attach_to_running(settings().data_dir)
+    configured_bucket = settings().bucket
     if state is not None:
         s3, bucket = state.client("s3"), state.bucket
         with deps.connect() as conn:  # locally the CLI administers its database: the tenant exists, as ingest does
             vector_stores.ensure_tenant(conn, tenant or settings().tenant)
-    elif settings().bucket:
-        s3, bucket = boto3.client("s3", region_name=settings().aws_region), settings().bucket
+    elif configured_bucket:
+        s3, bucket = boto3.client("s3", region_name=settings().aws_region), configured_bucket
     else:
         err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET "
                           "is unset")

@@ -12,6 +12,7 @@ from chalicelib.store.batches import Batch
 from chalicelib.store.batches import status as batch_status
 from chalicelib.store.files import FileRow
 from chalicelib.store.vector_stores import VectorStore, is_expired
+from chalicelib.wire import FileCounts, VectorStoreStatus
 
 
 def unix(value: datetime | None) -> int | None:
@@ -34,9 +35,10 @@ def file_object(row: FileRow) -> dict[str, Any]:
     return body
 
 
-def vector_store_object(store: VectorStore, counts: dict[str, int]) -> dict[str, Any]:
+def vector_store_object(store: VectorStore, counts: FileCounts) -> dict[str, Any]:
     """A ``vector_store`` object; ``status`` is ``expired`` past ``expires_at``, ``in_progress`` while any file
     is, else ``completed``."""
+    status: VectorStoreStatus
     if is_expired(store, now()):
         status = "expired"
     elif counts["in_progress"]:
@@ -60,7 +62,7 @@ def store_file_object(row: StoreFile) -> dict[str, Any]:
             "chunking_strategy": row.chunking_strategy, "attributes": row.attributes}
 
 
-def batch_object(batch: Batch, counts: dict[str, int]) -> dict[str, Any]:
+def batch_object(batch: Batch, counts: FileCounts) -> dict[str, Any]:
     """A ``vector_store.files_batch`` object (note ``files_batch``: the SDK's Literal and the SPEC)."""
     return {"id": batch.id, "object": "vector_store.files_batch", "created_at": unix(batch.created_at),
             "vector_store_id": batch.vector_store_id, "status": batch_status(batch, counts), "file_counts": counts}

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import deps
 from chalicelib.dispatch import table
 from chalicelib.dispatch.port import Delivery, Message, MessageError, decode
 from chalicelib.events import batch, notifications
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
 __all__ = ["decode_body", "handle"]
 
 logger = logging.getLogger("engram.events")
 
 
-def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any = None) -> PartialItemFailureResponse:
     """Process a Lambda SQS event (dict) from any of Engram's queues; returns ``{"batchItemFailures": [...]}``."""
     return batch.process(event, _record, context)
 

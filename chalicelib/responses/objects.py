@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.chat.base import Usage
+from chalicelib.wire import ResponseStatus
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ResponseState:
     model: str
     echo: dict[str, Any]
     created_at: int = field(default_factory=lambda: int(time.time()))
-    status: str = "in_progress"
+    status: ResponseStatus = "in_progress"
     output: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
@@ -38,7 +39,7 @@ class ResponseState:
     incomplete_details: dict[str, Any] | None = None
     completed_at: int | None = None
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: ResponseStatus) -> None:
         """Mark the response terminal (``completed``, ``incomplete`` or ``failed``) now."""
         self.status = status
         self.completed_at = int(time.time()) if status == "completed" else None

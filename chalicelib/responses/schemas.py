@@ -98,7 +98,8 @@ class ToolChoiceFileSearch(_Body):
     type: Literal["file_search"]
 
 
-ToolChoice = Literal["auto", "none", "required"] | ToolChoiceFunction | ToolChoiceFileSearch
+ToolChoiceOption = Literal["auto", "none", "required"]
+ToolChoice = ToolChoiceOption | ToolChoiceFunction | ToolChoiceFileSearch
 
 
 class TextFormat(_Body):
@@ -245,7 +246,7 @@ _ITEM_MODELS: dict[str, type[BaseModel]] = {
 
 _TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool}
 _CHOICE_MODELS: dict[str, type[BaseModel]] = {"file_search": ToolChoiceFileSearch, "function": ToolChoiceFunction}
-TOOL_CHOICE_OPTIONS = ("auto", "none", "required")
+TOOL_CHOICE_OPTIONS: tuple[ToolChoiceOption, ...] = ("auto", "none", "required")
 
 
 def parse_tools(value: list[dict[str, Any]] | None) -> list[Tool]:
@@ -267,10 +268,10 @@ def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
     """
     if value is None or isinstance(value, dict):
         return None if value is None else _one_of(_CHOICE_MODELS, value, "tool_choice", "tool choices")
-    if value not in TOOL_CHOICE_OPTIONS:
-        raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
-                                  "object.", param="tool_choice", code="invalid_value")
-    return value
+    if value in TOOL_CHOICE_OPTIONS:
+        return value
+    raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
+                              "object.", param="tool_choice", code="invalid_value")
 
 
 def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) -> Any:

@@ -197,7 +197,7 @@ def _include(include: list[str] | None) -> bool:
 def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
                  functions: list[schemas.FunctionTool]) -> str | dict[str, Any]:
     """The first model call's tool choice in the backend's terms (``{"name": ...}`` to force one tool)."""
-    if choice is None or choice in ("auto", "none"):
+    if choice is None or choice == "auto" or choice == "none":
         return choice or "auto"
     if choice == "required":
         if file_search_tool is None and not functions:
@@ -215,9 +215,8 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
 
 
 def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict[str, Any]:
-    tool_choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
-    if not isinstance(tool_choice, str):
-        tool_choice = tool_choice.model_dump()
+    choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
+    tool_choice = choice if isinstance(choice, str) else choice.model_dump()
     return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
             "store": req.store is not False, "metadata": req.metadata or {},
             "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,

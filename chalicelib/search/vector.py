@@ -85,7 +85,7 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
     statement = sql.SQL("SELECT id, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
         d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
-    settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+    settings: list[sql.SQL | sql.Composed] = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
     if iterative_scan:
         settings += [sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
                      sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES))]
@@ -116,4 +116,6 @@ def _as_list(vector: Sequence[float]) -> Any:
     which the Lambda packages leave out (50 MB)."""
     from pgvector import Vector
 
-    return vector if isinstance(vector, Vector) else Vector(vector if not isinstance(vector, tuple) else list(vector))
+    if isinstance(vector, Vector):
+        return vector
+    return Vector(list(vector) if isinstance(vector, Sequence) else vector)

@@ -13,13 +13,14 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
+from chalicelib.wire import FILE_PURPOSES
 
 bp = Blueprint(__name__)
 
-# Create-side purposes the Files API accepts (OpenAI's enum); the SDK's vector-store helpers use "assistants".
-PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+# Create-side purposes the Files API accepts.
+PURPOSES = FILE_PURPOSES
 # Purposes a list may filter on (the create-side ones plus OpenAI's output purposes).
-LIST_PURPOSES = PURPOSES + ("assistants_output", "batch_output", "fine-tune-results")
+LIST_PURPOSES: tuple[str, ...] = PURPOSES + ("assistants_output", "batch_output", "fine-tune-results")
 MAX_FILENAME_CHARS = 255
 # GET /files: limit 1..10,000, default 10,000 (OpenAI).
 FILES_MAX_LIMIT = 10_000

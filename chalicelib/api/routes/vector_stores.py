@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -72,7 +73,7 @@ def retrieve_vector_store(vector_store_id: str) -> Response:
 def update_vector_store(vector_store_id: str) -> Response:
     """``vector_stores.update(id, name=, metadata=, expires_after=)``: fields sent replace (null clears)."""
     body = request.validate(UpdateVectorStore, request.json_body(bp.current_request))
-    changes = {}
+    changes: dict[str, Any] = {}
     if "name" in body.model_fields_set:
         changes["name"] = body.name
     if "metadata" in body.model_fields_set:
