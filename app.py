@@ -18,7 +18,15 @@ from chalice import Chalice, Rate
 
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
-from chalicelib.api.routes import file_batches, files, responses, uploads, vector_store_files, vector_stores
+from chalicelib.api.routes import (
+    file_batches,
+    files,
+    memories,
+    responses,
+    uploads,
+    vector_store_files,
+    vector_stores,
+)
 from chalicelib.dispatch.table import QUEUES
 from chalicelib.jobs.table import LANES, tick_s
 from chalicelib.observability import observe
@@ -37,7 +45,8 @@ app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
-for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp):
+for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
+                  memories.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 
 

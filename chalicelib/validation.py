@@ -106,8 +106,14 @@ def validate(model: type[Model], data: Any) -> Model:
 
 
 def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
-    error = exc.errors(include_url=False)[0]
-    loc = [str(part) for part in error.get("loc", ()) if not _is_union_tag(part)]
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    # A union reports one error per member; the member whose type the value has says what is really wrong
+    # (an empty list sent for "a string or a list" is too short, not "not a string").
+    field = _location(error)
+    same_field = [e for e in errors if _location(e)[:len(field)] == field]
+    error = next((e for e in same_field if not str(e.get("type", "")).endswith("_type")), error)
+    loc = _location(error)
     param = ".".join(loc) or None
     message = error.get("msg", "Invalid value.")
     if message.startswith("Value error, "):
@@ -117,6 +123,12 @@ def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
     return f"Invalid '{param}': {message}." if param else f"{message}.", param
 
 
+def _location(error: Any) -> list[str]:
+    return [str(part) for part in error.get("loc", ()) if not _is_union_tag(part)]
+
+
 def _is_union_tag(part: Any) -> bool:
-    # pydantic inserts union member names ("str", "list[str]", "function-after[...]") into error locations.
-    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part)
+    # pydantic inserts union member names ("str", "list[str]", "function-after[...]", "constrained-str") into
+    # error locations.
+    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part
+                                      or part.startswith("constrained-"))
