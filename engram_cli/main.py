@@ -348,24 +348,36 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
 
 
 @app.command()
-def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | embed | all")) -> None:
+def redrive(queue: str = typer.Option("all", "--queue", "-q",
+                                      help="A queue's role (ingest, embed, memory: see the message table) or all.")
+            ) -> None:
     """Move the messages of the dead-letter queues back to their source queues, unchanged: the running local
-    stack's, else the AWS queues named by ENGRAM_INGEST_QUEUE / ENGRAM_EMBED_QUEUE (or the default names)."""
+    stack's, else the AWS queues named by ENGRAM_INGEST_QUEUE, ENGRAM_EMBED_QUEUE, ENGRAM_MEMORY_QUEUE ... (or the
+    default names)."""
     import boto3
 
+    from chalicelib.dispatch.table import QUEUES
     from engram_cli.local import redrive as redriver
     from engram_cli.local import run
 
-    if queue not in ("ingest", "embed", "all"):
-        err_console.print("[bold red]error[/]: --queue must be ingest, embed or all")
+    roles = [spec.role for spec in QUEUES]
+    if queue != "all" and queue not in roles:
+        err_console.print(f"[bold red]error[/]: --queue must be one of {', '.join(roles)} or all")
         raise typer.Exit(code=2)
     state = run.attach_to_running(settings().data_dir)
     sqs = state.client("sqs") if state else boto3.client("sqs", region_name=settings().aws_region)
-    configured = {"ingest": settings().ingest_queue, "embed": settings().embed_queue}
-    for role in (("ingest", "embed") if queue == "all" else (queue,)):
-        url = redriver.queue_url(sqs, configured[role] or run.queue_roles()[role])
-        moved = redriver.redrive(sqs, url)
-        console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
+    if state is not None:  # the local stack's queues (a stack may run without some of the table's)
+        targets = {role: state.queue_url(state.roles[role]) for role in roles if role in state.roles}
+    else:
+        targets = {spec.role: redriver.queue_url(sqs, spec.configured(settings()) or spec.name) for spec in QUEUES
+                   if queue in ("all", spec.role)}
+    if queue != "all" and queue not in targets:
+        err_console.print(f"[bold red]error[/]: the local stack has no {queue} queue")
+        raise typer.Exit(code=2)
+    for role, url in targets.items():
+        if queue in ("all", role):
+            moved = redriver.redrive(sqs, url)
+            console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
 
 app.add_typer(jobs_cli.app, name="jobs")

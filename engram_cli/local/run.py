@@ -19,7 +19,7 @@ from engram_cli.local.stack import DEFAULT_BUCKET, DEFAULT_PORT, LocalStack, Sta
 
 def queue_roles() -> dict[str, str]:
     """Role → queue name for every queue of the message table (:data:`chalicelib.dispatch.table.QUEUES`), e.g.
-    ``{"ingest": "engram-ingest", "embed": "engram-embed"}``."""
+    ``{"ingest": "engram-ingest", "embed": "engram-embed", "memory": "engram-memory"}``."""
     from chalicelib.dispatch.table import QUEUES
 
     return {spec.role: spec.name for spec in QUEUES}
@@ -45,12 +45,12 @@ def visibility_timeouts() -> dict[str, int]:
 
 def start_stack(config: Settings, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                 visibility_timeout_s: int | None = None, dsn: str | None = None) -> LocalStack:
-    """Start moto for Engram: bucket ``config.bucket`` (default ``engram-local``), the ingest and embed queues with
-    DLQs (``maxReceiveCount`` = ``config.max_receives``; visibility = each handler's Lambda timeout unless
-    ``visibility_timeout_s``), the bucket notification, the DSN secret (``dsn``; default the configured database's
-    URL, starting the embedded server). Writes the state file under ``config.data_dir`` and exports the stack's
-    environment to this process (``chalicelib.config.settings()`` is re-read). ``.stop()`` stops it and restores
-    the environment (clear the settings cache after it).
+    """Start moto for Engram: bucket ``config.bucket`` (default ``engram-local``), every queue of the message table
+    (ingest, embed, memory) with its DLQ (``maxReceiveCount`` = ``config.max_receives``; visibility = each
+    handler's Lambda timeout unless ``visibility_timeout_s``), the bucket notification, the DSN secret (``dsn``;
+    default the configured database's URL, starting the embedded server). Writes the state file under
+    ``config.data_dir`` and exports the stack's environment to this process (``chalicelib.config.settings()`` is
+    re-read). ``.stop()`` stops it and restores the environment (clear the settings cache after it).
 
     Raises:
         OSError: the port is taken.
