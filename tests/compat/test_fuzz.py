@@ -11,6 +11,10 @@ generated request can legitimately write, by construction:
   anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
 - ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
   called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
+- ``POST /memories`` always carries a field its schema refuses, or infers with no memory model configured (refused
+  before anything is written, the ``Idempotency-Key`` included); updates and deletes of a memory only ever name
+  memories that do not exist; a purge (``DELETE /memories``) names any scope but the real memory's, whose ids are
+  made at run time (hypothesis draws constants from the source, never these), so it purges nothing;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -21,8 +25,10 @@ from __future__ import annotations
 import json
 import re
 import string
+import time
 import urllib.parse
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -34,6 +40,8 @@ import app as application
 from chalicelib import ids
 from chalicelib.api.routes.files import PURPOSES
 from chalicelib.api.schemas import FileExpiresAfter
+from chalicelib.memory.model import MEMORY_TYPES
+from chalicelib.memory.recall import STRATEGIES
 from chalicelib.store import db
 
 # The in-process server's threads (connection pool, worker) use the random module while hypothesis generates.
@@ -98,6 +106,9 @@ class Real:
     vector_store_id: str
     file_id: str
     batch_id: str
+    memory_id: str
+    job_id: str
+    owner: str  # the real memories' user_id (made at run time: no strategy ever draws it)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +119,7 @@ def http(server, make_key):
 
 
 @pytest.fixture(scope="module")
-def real(make_client) -> Real:
+def real(make_client, http) -> Real:
     c = make_client("fuzz")
     f = c.files.create(file=("fuzz.txt", b"Fuzzing target text about lighthouses and tides."), purpose="assistants")
     store = c.vector_stores.create(name="fuzz", metadata={"k": "v"})
@@ -117,7 +128,24 @@ def real(make_client) -> Real:
     g = c.files.create(file=("fuzz2.txt", b"A second file about harbours."), purpose="assistants")
     batch = c.vector_stores.file_batches.create(store.id, file_ids=[g.id])
     assert batch.status == "completed"
-    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id)
+    owner = f"owner-{uuid.uuid4().hex}"
+    added = http.post("/v1/memories", json={"messages": "The lighthouse keeper drinks tea at dusk.", "user_id": owner,
+                                            "infer": False, "metadata": {"n": 1, "s": "x"}},
+                      headers={"Idempotency-Key": f"fuzz-{uuid.uuid4().hex}"})
+    assert added.status_code == 200, added.text
+    (memory,) = added.json()["results"]
+    queued = http.post("/v1/memories", json={"messages": "Spring tides follow the full moon.", "user_id": owner,
+                                             "infer": False, "async": True})
+    assert queued.status_code == 202, queued.text
+    job = queued.json()
+    for _ in range(200):  # the server's background worker runs it
+        job = http.get(f"/v1/memories/jobs/{job['id']}").json()
+        if job["status"] == "completed":
+            break
+        time.sleep(0.05)
+    assert job["status"] == "completed", job
+    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id, memory_id=memory["id"], job_id=job["id"],
+                owner=owner)
 
 
 SNAPSHOT_QUERIES = {
@@ -135,6 +163,17 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "embedding_cache": "SELECT tenant_id, model, sha256 FROM embedding_cache",
+    # a search records its hits' access (access_count, last_accessed_at), as reads of stores touch last_active_at
+    "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence, "
+                "importance, metadata, valid_from, valid_to, superseded_by, invalidated_by, pinned, expires_at, "
+                "archived_at, consolidated_into, updated_at, md5(embedding::text) FROM memories",
+    "memory_history": "SELECT id, tenant_id, memory_id, user_id, agent_id, run_id, event, old_memory, new_memory, "
+                      "details FROM memory_history",
+    "memory_jobs": "SELECT id, tenant_id, user_id, status, request, results, usage, last_error, attempts, "
+                   "updated_at, completed_at FROM memory_jobs",
+    "idempotency_keys": "SELECT tenant_id, key, route, request_sha256, status_code, response, user_id "
+                        "FROM idempotency_keys",
 }
 
 
@@ -148,6 +187,10 @@ def before(api_settings, real, server) -> dict[str, list]:
     """Every stored row, before the module's fuzzing."""
     snapshot = _snapshot(api_settings)
     assert snapshot["chunks"] and snapshot["file_batches"]
+    assert snapshot["memories"] and snapshot["memory_history"] and snapshot["memory_jobs"]
+    assert snapshot["idempotency_keys"]
+    # an inferring add is refused before anything is written only while no memory model is configured
+    assert api_settings.memory_model is None and api_settings.chat_model is None
     return snapshot
 
 
@@ -225,6 +268,12 @@ ranking_options = st.one_of(
                                                                                     "text_weight": weight}))}),
     json_value)
 query = st.one_of(text, st.lists(text, max_size=20), st.just("q" * 5000), json_value)
+# Memory scopes: never the real owner's (made at run time), so a purge can never reach the real memories.
+scope_id = st.one_of(st.sampled_from(["u1", "", " ", "x" * 128, "x" * 129]), text, json_value)
+flag = st.one_of(st.booleans(), scalar)
+memory_type = st.one_of(st.sampled_from(["fact", "preference", "episode", "knowledge", "gossip", "FACT", ""]), text)
+unix_time = st.one_of(st.integers(-10, 2 ** 40), st.sampled_from([0, 253_402_300_799, 253_402_300_800, 10 ** 400]),
+                      scalar)
 
 FIELDS = {
     "name": text, "description": text, "metadata": pairs, "attributes": pairs, "file_ids": st.lists(id_value,
@@ -252,7 +301,46 @@ FIELDS = {
             "ranking_options": ranking_options, "max_num_results": scalar, "name": text,
             "parameters": json_value})), max_size=3),
     "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required", {"type": "file_search"}]), json_value),
+    # memories
+    "messages": st.one_of(text, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), text)}, optional={
+            "content": st.one_of(text, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+                {"type": st.one_of(st.sampled_from(["text", "input_text", "image"]), text), "text": text})),
+                max_size=3)),
+            "name": text})), max_size=4), json_value),
+    "user_id": scope_id, "agent_id": scope_id, "run_id": scope_id, "memory": text,
+    "infer": flag, "async": flag, "pinned": flag, "include_invalidated": flag,
+    "memory_type": memory_type, "memory_types": st.one_of(st.lists(memory_type, max_size=20), json_value),
+    "categories": st.one_of(st.lists(text, max_size=20), json_value), "importance": weight,
+    "score_threshold": weight, "top_k": st.one_of(st.integers(-5, 200), scalar),
+    "expires_at": unix_time, "timestamp": unix_time, "as_of": unix_time, "created_after": unix_time,
+    "created_before": unix_time,
+    "ranking": st.one_of(st.sampled_from(["semantic", "keyword", "balanced", "recency", "priority", "fastest"]),
+                         st.fixed_dictionaries({}, optional={"vector": weight, "text": weight, "recency": weight,
+                                                             "importance": weight}), json_value),
 }
+# Values the memory schemas accept (so the dedicated memory runs reach the code behind the schema).
+VALID_MEMORY = {
+    "agent_id": st.text(min_size=1, max_size=20), "run_id": st.text(min_size=1, max_size=20),
+    "memory": st.text(min_size=1, max_size=200), "metadata": st.dictionaries(st.text(min_size=1, max_size=8), scalar,
+                                                                             max_size=5),
+    "memory_type": st.sampled_from(MEMORY_TYPES), "memory_types": st.lists(st.sampled_from(MEMORY_TYPES), max_size=3),
+    "categories": st.lists(st.text(min_size=1, max_size=64), max_size=5),
+    "importance": st.floats(0, 1), "score_threshold": st.floats(0, 1), "top_k": st.integers(1, 100),
+    "pinned": st.booleans(), "include_invalidated": st.booleans(),
+    **{name: st.integers(0, 253_402_300_799) for name in ("expires_at", "timestamp", "as_of", "created_after",
+                                                          "created_before")},
+    "ranking": st.one_of(st.sampled_from(sorted(STRATEGIES)), st.fixed_dictionaries(
+        {"vector": st.floats(0, 100), "text": st.floats(0, 100)},
+        optional={"recency": st.floats(0, 100), "importance": st.floats(0, 100)})),
+}
+
+
+def memory_field(name: str, hostile: bool) -> st.SearchStrategy:
+    """A value for memory field ``name``: any hostile one, or one its schema accepts."""
+    return FIELDS[name] if hostile or name not in VALID_MEMORY else VALID_MEMORY[name]
+
+
 # Fields each body-taking route reads (others are sent too: unknown fields must be ignored).
 ROUTE_FIELDS = {
     "/v1/vector_stores": ["name", "description", "file_ids", "chunking_strategy", "expires_after", "metadata"],
@@ -265,6 +353,13 @@ ROUTE_FIELDS = {
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
     "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
+    "/v1/memories": ["messages", "user_id", "agent_id", "run_id", "metadata", "infer", "memory_type", "categories",
+                     "importance", "pinned", "expires_at", "timestamp", "async"],
+    "/v1/memories/search": ["query", "user_id", "agent_id", "run_id", "filters", "top_k", "score_threshold",
+                            "memory_types", "created_after", "created_before", "ranking", "include_invalidated",
+                            "as_of"],
+    "/v1/memories/{memory_id}": ["memory", "metadata", "memory_type", "categories", "importance", "pinned",
+                                 "expires_at", "timestamp"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -340,7 +435,16 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
     elif template == "/v1/responses":
         body["previous_response_id"] = unknown_id(ids.RESPONSE)
     elif template == "/v1/memories" and method == "POST":
-        body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
+        choice = draw(st.sampled_from(["user_id", "messages", "importance", "memory_type", "timestamp", "async",
+                                       "unknown", "no-model"]))
+        if choice == "no-model":  # whatever else it holds, an inferring add is refused: no memory model is set
+            body["infer"] = True
+        else:
+            body[{"unknown": "bogus"}.get(choice, choice)] = draw(st.sampled_from({
+                "user_id": [5, "", ["u"], "x" * 200], "messages": ["", [], [{"role": "tool", "content": "x"}], 7],
+                "importance": [2, -0.1, "0.5", 10 ** 400], "memory_type": ["gossip", "FACT", 1],
+                "timestamp": [-1, "yesterday", 253_402_300_800, 1.5], "async": ["yes", 1, "true"],
+                "unknown": [1, None, "x"]}[choice]))
     return body
 
 
@@ -374,7 +478,10 @@ query_value = st.one_of(st.sampled_from(["-1", "0", "abc", "1e3", "10001", "101"
                                          "desc", "asc", "ASC", "in_progress", "x", "🦜", "\x00", "a" * 200,
                                          "file-../x", "vs_%00", "' OR 1=1"]), st.text(max_size=20))
 query_params = st.dictionaries(st.sampled_from(["limit", "order", "after", "before", "filter", "purpose", "x",
-                                                "limit[]", "order\x00"]), query_value, max_size=4)
+                                                "limit[]", "order\x00", "user_id", "agent_id", "run_id",
+                                                "memory_type", "include_inactive"]),
+                               st.one_of(query_value, st.sampled_from(["true", "false", "1", "0", "fact", "u1"])),
+                               max_size=4)
 
 
 @dataclass
@@ -385,6 +492,7 @@ class Call:
     params: dict[str, str]
     content: bytes | None
     content_type: str | None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @st.composite
@@ -403,6 +511,14 @@ def calls(draw, real: Real) -> Call:
     for name, value in values.items():
         path_text = path_text.replace("{" + name + "}", value)
     params = draw(query_params)
+    if path == "/v1/memories" and method == "GET" and draw(st.booleans()):
+        params["user_id"] = real.owner  # a read may name the real scope
+    if path == "/v1/memories" and method == "DELETE":  # a purge never does
+        params = {k: v for k, v in params.items() if v != real.owner}
+    headers = {}
+    if path == "/v1/memories" and method == "POST" and draw(st.booleans()):
+        headers["Idempotency-Key"] = draw(st.one_of(st.sampled_from(["k", " ", "x" * 1000, "' OR 1=1 --"]),
+                                                    st.text(alphabet=string.printable.strip(), max_size=60)))
     if path == "/v1/files" and method == "POST":
         content, ctype = draw(multipart_body())
     elif path == "/v1/uploads/{upload_id}/parts":  # the upload never exists
@@ -419,7 +535,7 @@ def calls(draw, real: Real) -> Call:
             content = _dumps(_poison(draw, method, path, parsed), draw(st.booleans()))
     else:
         content, ctype = draw(st.one_of(st.just((None, None)), body_bytes(path)))
-    return Call(method, path, path_text, params, content, ctype)
+    return Call(method, path, path_text, params, content, ctype, headers)
 
 
 @st.composite
@@ -470,7 +586,7 @@ def multipart_body(draw, file_field: str = "file") -> tuple[bytes, str | None]:
 
 
 def _send(http: httpx.Client, call: Call) -> httpx.Response:
-    headers = {}
+    headers = dict(call.headers)
     if call.content_type is not None:
         headers["Content-Type"] = call.content_type.encode("utf-8")
     # raw path values keep their punctuation ("../", "%00"); controls, spaces and non-ASCII are percent-encoded
@@ -483,6 +599,9 @@ def _check(response: httpx.Response, call: Call) -> None:
     where = f"{call.method} {call.path[:200]} params={call.params!r} body={body_head!r}"
     assert response.status_code < 500, f"{response.status_code} for {where}: {response.text[:500]}"
     if response.status_code < 400:
+        if (call.method, call.template) == ("DELETE", "/v1/memories"):  # the purge of a scope holding nothing
+            assert not any(response.json()["counts"].values()), f"{where}: {response.text}"
+            return
         assert call.method == "GET" or call.template.endswith("/search") or call.template.endswith("/content"), where
         return
     body = response.json()  # unknown paths too (the path normalised away, an empty segment): see test_errors
@@ -582,6 +701,64 @@ def test_fuzz_authorization(anonymous, before, value):
     response = anonymous.get("/vector_stores", headers={"Authorization": value.encode("latin-1")})
     assert response.status_code == 401, (value, response.text)
     assert set(response.json()["error"]) == ENVELOPE_KEYS
+
+
+@SEARCH
+@given(q=st.one_of(st.just("lighthouse"), st.text(min_size=1, max_size=50)), f=st.one_of(st.none(), filters),
+       extra=st.dictionaries(st.sampled_from(["top_k", "score_threshold", "memory_types", "created_after",
+                                              "created_before", "ranking", "include_invalidated", "as_of",
+                                              "agent_id", "run_id"]), st.none(), max_size=4),
+       hostile=st.booleans(), data=st.data(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_memory_search_bodies(http, real, before, q, f, extra, hostile, data, ascii):
+    """Memory search in the real scope with a valid query, so hostile filters, rankings, types and times reach the
+    code that interprets them."""
+    body = {"query": q, "user_id": real.owner, "filters": f,
+            **{name: data.draw(memory_field(name, hostile), label=name) for name in extra}}
+    call = Call("POST", "/v1/memories/search", "/v1/memories/search", {}, _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    error = (response.json().get("error") or {}) if response.status_code < 500 else {}
+    _event(f"memory search -> {response.status_code} {error.get('param')}")
+    _check(response, call)
+
+
+@SMALL
+@given(fields=st.dictionaries(st.sampled_from(ROUTE_FIELDS["/v1/memories/{memory_id}"]), st.none(), min_size=1,
+                              max_size=4),
+       metadata=st.one_of(st.none(), pairs), hostile=st.booleans(), data=st.data(),
+       ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_memory_updates(http, real, before, fields, metadata, hostile, data, ascii):
+    """Updates of a memory that does not exist, with hostile values that may pass the schema: 400 or 404."""
+    body = {name: data.draw(memory_field(name, hostile), label=name) for name in fields}
+    if metadata is not None:
+        body["metadata"] = metadata
+    call = Call("POST", "/v1/memories/{memory_id}", f"/v1/memories/{unknown_id(ids.MEMORY)}", {},
+                _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    _event(f"memory update -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (400, 404), response.text
+
+
+@SMALL
+@given(scope=st.dictionaries(st.sampled_from(["user_id", "agent_id", "run_id"]),
+                             st.one_of(query_value, st.text(min_size=1, max_size=130)), max_size=3))
+def test_fuzz_memory_purges(http, real, before, scope):
+    """Purges of hostile scopes (never the real one): 400, or 200 having removed nothing."""
+    scope = {k: v for k, v in scope.items() if v != real.owner}
+    call = Call("DELETE", "/v1/memories", "/v1/memories", scope, None, None)
+    response = _send(http, call)
+    _event(f"purge -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (200, 400), response.text
+
+
+def test_the_real_memories_survive(http, real, before):
+    """After the fuzzing: the real memory and job are still there, as they were."""
+    memory = http.get(f"/v1/memories/{real.memory_id}")
+    assert memory.status_code == 200 and memory.json()["user_id"] == real.owner, memory.text
+    listed = http.get("/v1/memories", params={"user_id": real.owner}).json()["data"]
+    assert len(listed) == 2 and real.memory_id in {m["id"] for m in listed}
+    assert http.get(f"/v1/memories/jobs/{real.job_id}").json()["status"] == "completed"
 
 
 def test_nothing_stored_changed(api_settings, before):
