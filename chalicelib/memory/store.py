@@ -42,6 +42,7 @@ __all__ = [
     "revise",
     "scope_predicate",
     "similar",
+    "stats",
     "touch",
 ]
 
@@ -143,6 +144,13 @@ _PURGE = {
     "jobs": "DELETE FROM memory_jobs WHERE tenant_id = %(tenant)s AND {scope}",
     "idempotency_records": "DELETE FROM idempotency_keys WHERE tenant_id = %(tenant)s AND {scope}",
 }
+_STATS = f"""SELECT count(*) FILTER (WHERE {ACTIVE}), count(*) FILTER (WHERE superseded_by IS NOT NULL),
+    count(*) FILTER (WHERE invalidated_by IS NOT NULL), count(*) FILTER (WHERE consolidated_into IS NOT NULL),
+    count(*) FILTER (WHERE archived_at IS NOT NULL), count(*) FILTER (WHERE expires_at <= now()), count(*),
+    count(DISTINCT user_id), count(DISTINCT agent_id), count(DISTINCT run_id)
+FROM memories WHERE tenant_id = %(tenant)s AND {{scope}}"""
+_STATS_BY_TYPE = f"""SELECT memory_type, count(*) FROM memories WHERE tenant_id = %(tenant)s AND {{scope}} AND {ACTIVE}
+GROUP BY 1 ORDER BY 2 DESC, 1"""
 _PURGE_CACHE = """DELETE FROM embedding_cache WHERE tenant_id = %(tenant)s AND sha256 = ANY(%(hashes)s)"""
 
 
@@ -378,6 +386,21 @@ def history(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> list[Hi
     """Every event of a memory, oldest first (also of a deleted one, texts scrubbed)."""
     with conn.cursor(row_factory=class_row(HistoryRow)) as cur:
         return cur.execute(_HISTORY, {"tenant": tenant_id, "id": memory_id}).fetchall()
+
+
+def stats(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -> dict[str, Any]:
+    """Counts of the tenant's (or one scope's) memories: ``{"total", "active", "superseded", "invalidated",
+    "consolidated", "archived", "expired", "users", "agents", "runs", "active_by_type": {type: n}}``."""
+    predicate, params = scope_predicate(scope) if scope is not None else (sql.SQL("true"), {})
+    params = {**params, "tenant": tenant_id}
+    row = conn.execute(sql.SQL(_STATS).format(scope=predicate), params).fetchone()
+    assert row is not None
+    names = ("active", "superseded", "invalidated", "consolidated", "archived", "expired", "total", "users", "agents",
+             "runs")
+    out: dict[str, Any] = dict(zip(names, (int(v) for v in row)))
+    out["active_by_type"] = {t: int(n) for t, n in conn.execute(sql.SQL(_STATS_BY_TYPE).format(scope=predicate),
+                                                                 params).fetchall()}
+    return out
 
 
 def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[str, int]:

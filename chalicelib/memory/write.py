@@ -51,11 +51,13 @@ MODEL_ATTEMPTS = 2
 
 @dataclass(frozen=True, slots=True)
 class InputMessage:
-    """One message of an add: ``role`` (user, assistant, system), ``content`` and the speaker's ``name`` if any."""
+    """One message of an add: ``role`` (user, assistant, system), ``content``, the speaker's ``name`` if any and
+    ``metadata`` of its own (merged over the request's for the memory stored verbatim from it)."""
 
     role: str
     content: str
     name: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class AddRequest:
     timestamp: datetime | None = None
     source_kind: str = "api"
     source_id: str | None = None
+    source_type: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (times as ISO 8601), stored with an asynchronous add's job."""
@@ -115,6 +118,7 @@ class Change:
     target: Memory | None = None
     embedding: Any = None
     id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def result(self) -> dict[str, Any]:
         """The add's result entry: ``{"id", "event", "memory", "memory_type", "previous_memory"?, ...}``."""
@@ -264,7 +268,8 @@ def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, emb
         if message.role == "system" or not message.content.strip():
             continue
         change = Change("ADD", message.content.strip(), memory_type=request.memory_type or "fact",
-                        importance=_importance(request, 0.5), speaker=message.name, role=message.role)
+                        importance=_importance(request, 0.5), speaker=message.name, role=message.role,
+                        metadata=dict(message.metadata or {}))
         digest = text_hash(change.text)
         duplicate = store.find_by_hash(conn, tenant_id, request.scope, digest)
         if duplicate is not None or digest in seen:
@@ -349,8 +354,18 @@ def _categories(request: AddRequest, change: Change) -> list[str]:
     return list(dict.fromkeys([*request.categories, *change.tags]))[:MAX_CATEGORIES]
 
 
+def _source_type(request: AddRequest, change: Change) -> str | None:
+    """Seed 002's provenance: what the caller says, else ``inferred`` (extracted by the model) or
+    ``user_stated`` (the user's own words, stored verbatim)."""
+    if request.source_type is not None:
+        return request.source_type
+    if request.infer:
+        return "inferred"
+    return "user_stated" if change.role == "user" else None
+
+
 def _insert(conn: psycopg.Connection, tenant_id: str, request: AddRequest, change: Change, model: str) -> Memory:
-    metadata = dict(request.metadata)
+    metadata = {**request.metadata, **change.metadata}
     if change.speaker:
         metadata.setdefault("speaker", change.speaker)
     if change.role:
@@ -361,5 +376,5 @@ def _insert(conn: psycopg.Connection, tenant_id: str, request: AddRequest, chang
                           importance=change.importance, metadata=metadata, source_kind=request.source_kind,
                           source_id=request.source_id, valid_from=request.timestamp, pinned=request.pinned,
                           expires_at=request.expires_at, model=model, embedding=change.embedding,
-                          index_text=_index_text(change))
+                          index_text=_index_text(change), source_type=_source_type(request, change))
     return store.insert(conn, tenant_id, ids.new_id(ids.MEMORY), new)
