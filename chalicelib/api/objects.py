@@ -11,6 +11,7 @@ from chalicelib.memory.model import Memory
 from chalicelib.memory.recall import Hit
 from chalicelib.memory.store import HistoryRow
 from chalicelib.memory.write import AddResult
+from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile
 from chalicelib.store.batches import Batch
@@ -135,3 +136,10 @@ def memory_history_entry(row: HistoryRow) -> dict[str, Any]:
     return {"id": row.id, "object": "memory.history", "memory_id": row.memory_id, "event": row.event,
             "old_memory": row.old_memory, "new_memory": row.new_memory, "actor": row.actor,
             "details": row.details, "created_at": unix(row.created_at)}
+
+
+def agent_object(agent: Agent) -> dict[str, Any]:
+    """An ``agent`` profile (Engram extension)."""
+    return {"id": agent.id, "object": "agent", "name": agent.name, "model": agent.model,
+            "instructions": agent.instructions, "tools": agent.tools, "memory": agent.memory,
+            "metadata": agent.metadata, "created_at": unix(agent.created_at), "updated_at": unix(agent.updated_at)}

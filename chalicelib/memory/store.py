@@ -138,10 +138,13 @@ WHERE tenant_id = %(tenant)s AND memory_id = %(id)s ORDER BY id"""
 _PURGE_TEXTS = "SELECT memory FROM memories WHERE tenant_id = %(tenant)s AND {scope}"
 _PURGE_HISTORY_TEXTS = """SELECT old_memory, new_memory FROM memory_history
 WHERE tenant_id = %(tenant)s AND {scope}"""
+_PURGE_EXCHANGE_TEXTS = """SELECT user_prompt, assistant_response FROM exchanges
+WHERE tenant_id = %(tenant)s AND {scope}"""
 _PURGE = {
     "memories": "DELETE FROM memories WHERE tenant_id = %(tenant)s AND {scope}",
     "history": "DELETE FROM memory_history WHERE tenant_id = %(tenant)s AND {scope}",
     "jobs": "DELETE FROM memory_jobs WHERE tenant_id = %(tenant)s AND {scope}",
+    "exchanges": "DELETE FROM exchanges WHERE tenant_id = %(tenant)s AND {scope}",
     "idempotency_records": "DELETE FROM idempotency_keys WHERE tenant_id = %(tenant)s AND {scope}",
 }
 _STATS = f"""SELECT count(*) FILTER (WHERE {ACTIVE}), count(*) FILTER (WHERE superseded_by IS NOT NULL),
@@ -403,14 +406,21 @@ def stats(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -
     return out
 
 
+def exchange_text(prompt: str, answer: str) -> str:
+    """What an exchange is indexed and embedded as (seed 004, "Storage Flow")."""
+    return f"User: {prompt}\nAssistant: {answer}"
+
+
 def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[str, int]:
-    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records
-    and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
+    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records,
+    exchanges and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
     from chalicelib.store.embedding_cache import text_hash as cache_hash
 
     predicate, params = scope_predicate(scope)
     params = {**params, "tenant": tenant_id}
     texts = {row[0] for row in conn.execute(sql.SQL(_PURGE_TEXTS).format(scope=predicate), params)}
+    for prompt, answer in conn.execute(sql.SQL(_PURGE_EXCHANGE_TEXTS).format(scope=predicate), params):
+        texts.update((prompt, answer, exchange_text(prompt, answer)))
     for old, new in conn.execute(sql.SQL(_PURGE_HISTORY_TEXTS).format(scope=predicate), params):
         texts.update(t for t in (old, new) if t)
     counts = {kind: conn.execute(sql.SQL(statement).format(scope=predicate), params).rowcount

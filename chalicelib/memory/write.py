@@ -31,7 +31,8 @@ from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, Usage
 from chalicelib.config import ENV_CHAT_BASE_URL, ENV_CHAT_MODEL, ENV_CHAT_PROVIDER, ENV_MEMORY_MODEL, Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError, UpstreamError
-from chalicelib.memory import prompts, store
+from chalicelib.memory import exchanges, prompts, store
+from chalicelib.memory.exchanges import NewExchange
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
 from chalicelib.memory.prompts import Fact, MalformedOutput
 
@@ -79,10 +80,13 @@ class AddRequest:
     source_kind: str = "api"
     source_id: str | None = None
     source_type: str | None = None
+    exchange: NewExchange | None = None
+    model: str | None = None  # the memory model chosen when the add was accepted (None: the configured one)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (times as ISO 8601), stored with an asynchronous add's job."""
         out = dataclasses.asdict(self)
+        out["exchange"] = self.exchange.to_json() if self.exchange is not None else None
         for name in ("expires_at", "timestamp"):
             value = getattr(self, name)
             out[name] = value.isoformat() if value is not None else None
@@ -95,6 +99,7 @@ class AddRequest:
         values["messages"] = tuple(InputMessage(**m) for m in data["messages"])
         values["scope"] = MemoryScope(**data["scope"])
         values["categories"] = tuple(data.get("categories") or ())
+        values["exchange"] = NewExchange.from_json(data["exchange"]) if data.get("exchange") else None
         for name in ("expires_at", "timestamp"):
             values[name] = datetime.fromisoformat(data[name]) if data.get(name) else None
         return cls(**values)
@@ -138,6 +143,7 @@ class AddResult:
     model: str | None = None
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
+    exchange_vector: Any = None  # the embedding of the request's exchange, when it records one
 
     def usage_dict(self) -> dict[str, Any]:
         """``{"model", "model_calls", "input_tokens", "output_tokens", "total_tokens"}``."""
@@ -179,6 +185,16 @@ def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: A
 def plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
          backend: ChatBackend | None, model: str | None) -> AddResult:
     """Decide what the add changes, reading only: the model calls and the embeddings happen here."""
+    result = _plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
+    if request.exchange is not None:
+        result.exchange_vector = embedder.embed([exchanges.text_of(request.exchange)])[0]
+    return result
+
+
+def _plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
+          backend: ChatBackend | None, model: str | None) -> AddResult:
+    if not request.messages:
+        return AddResult([], model=model)
     if not request.infer:
         return AddResult(_verbatim(conn, tenant_id, request, embedder))
     assert backend is not None and model is not None, "inference needs a chat backend and a model"
@@ -259,6 +275,8 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
             store.record(conn, tenant_id, target, target.scope, "INVALIDATE", old=target.memory, new=new.memory,
                          actor=actor, details={"invalidated_by": new.id})
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
+    if request.exchange is not None and result.exchange_vector is not None:
+        exchanges.insert(conn, tenant_id, request.exchange, model=embedder.model, vector=result.exchange_vector)
 
 
 def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, embedder: Embedder) -> list[Change]:

@@ -4,6 +4,7 @@ tenant; row-level security stands behind both."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from chalice import Blueprint
@@ -71,7 +72,8 @@ def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_ki
                 return replay.status, replay.body
         try:
             if run_async:
-                job = add_jobs.submit(conn, tenant, add_request, dispatcher=deps.dispatcher())
+                job = add_jobs.submit(conn, tenant, dataclasses.replace(add_request, model=model),
+                                      dispatcher=deps.dispatcher())
                 status, out = 202, objects.memory_job_object(job)
                 if idempotency_key is not None:
                     idempotency.save(conn, tenant, idempotency_key, status, out)
