@@ -23,19 +23,40 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import jobs_cli, memory_cli, service
+from engram_cli import agents_cli, jobs_cli, memory_cli, service
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 
-@app.callback()
-def _everywhere() -> None:
+HEADLESS_STORE = "default"
+
+
+@app.callback(invoke_without_command=True)
+def _everywhere(ctx: typer.Context,
+                add_to_vector_store: list[Path] = typer.Option(
+                    None, "--add-to-vector-store", help=f"Alias: engram ingest PATH --store {HEADLESS_STORE}."),
+                query_vector_store: str | None = typer.Option(
+                    None, "--query-vector-store", help=f"Alias: engram search QUERY --store {HEADLESS_STORE}."),
+                vector_store_stats: bool = typer.Option(False, "--vector-store-stats",
+                                                        help="Seed 004 alias: engram stats.")) -> None:
     """Log lines go to stderr: stdout is the commands' output (``--json`` readers parse it)."""
     from chalicelib import observability
 
     observability.log_to_stderr()
+    if ctx.invoked_subcommand is not None:
+        return
+    if add_to_vector_store:
+        ctx.invoke(ingest, paths=add_to_vector_store, store=HEADLESS_STORE, max_chunk_tokens=None,
+                   overlap_tokens=None, force=False, as_json=False)
+    elif query_vector_store is not None:
+        ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
+                   as_json=False)
+    elif vector_store_stats:
+        ctx.invoke(stats, as_json=False)
+    else:
+        console.print(ctx.get_help())
 console = Console()
 err_console = Console(stderr=True)
 
@@ -370,6 +391,7 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | emb
 
 app.add_typer(jobs_cli.app, name="jobs")
 app.add_typer(memory_cli.app, name="memory")
+app.add_typer(agents_cli.app, name="agents")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

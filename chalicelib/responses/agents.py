@@ -20,7 +20,7 @@ from chalicelib import ids
 from chalicelib.errors import NotFoundError
 from chalicelib.store.paging import Page, keyset, trim
 
-__all__ = ["Agent", "create", "delete", "get", "list_page", "merge", "update"]
+__all__ = ["Agent", "check_tools", "create", "delete", "get", "list_page", "merge", "update"]
 
 _COLUMNS = "id, tenant_id, name, model, instructions, tools, memory, metadata, created_at, updated_at"
 _INSERT = f"""INSERT INTO agents (id, tenant_id, name, model, instructions, tools, memory, metadata)
@@ -64,6 +64,28 @@ def _params(tenant_id: str, agent_id: str, values: dict[str, Any]) -> dict[str, 
             "instructions": values.get("instructions"), "tools": Jsonb(values.get("tools") or []),
             "memory": Jsonb(values["memory"]) if values.get("memory") is not None else None,
             "metadata": Jsonb(values.get("metadata") or {})}
+
+
+def check_tools(conn: psycopg.Connection, tenant_id: str, tools: list[dict[str, Any]] | None) -> None:
+    """Check a profile's tools as ``POST /v1/responses`` would, and that every vector store its ``file_search``
+    names exists for the tenant (a stored profile can always be used).
+
+    Raises:
+        InvalidRequestError: a malformed tool (``param`` ``tools.<i>...``) or vector store id.
+        NotFoundError: (``param`` ``tools.<i>.vector_store_ids.<j>``) no such vector store.
+    """
+    from chalicelib.responses import schemas
+    from chalicelib.store import vector_stores
+
+    for i, tool in enumerate(schemas.parse_tools(tools)):
+        if isinstance(tool, schemas.FileSearchTool):
+            for j, store_id in enumerate(tool.vector_store_ids):
+                param = f"tools.{i}.vector_store_ids.{j}"
+                ids.validate_id(store_id, ids.VECTOR_STORE, param=param)
+                try:
+                    vector_stores.get(conn, tenant_id, store_id)
+                except NotFoundError as exc:
+                    raise NotFoundError(exc.message, param=param) from None
 
 
 def create(conn: psycopg.Connection, tenant_id: str, values: dict[str, Any]) -> Agent:

@@ -75,3 +75,20 @@ def test_memory_commands_refuse_a_missing_scope_and_bad_input(cli):
     cli("memory", "add", "x", "--user", "u", "--type", "gossip", code=2)
     cli("memory", "search", "x", "--user", "u", "--as-of", "yesterday", code=2)
     cli("memory", "add", "x", "--user", "u", "--infer", code=2)  # no model configured: the error names the setting
+
+
+def test_agents_commands_and_headless_aliases(cli, tmp_path):
+    created = json.loads(cli("agents", "create", "--name", "Support", "--model", "m1", "--memory", "--no-remember",
+                             "--json"))
+    assert created["id"].startswith("agent_") and created["memory"] == {"recall": True, "remember": False}
+    assert [a["id"] for a in json.loads(cli("agents", "list", "--json"))] == [created["id"]]
+    assert json.loads(cli("agents", "show", created["id"]))["name"] == "Support"
+    cli("agents", "create", "--name", "Bad", "--store", "not-a-store", code=2)
+    assert "deleted" in cli("agents", "delete", created["id"])
+    cli("agents", "show", created["id"], code=2)
+
+    doc = tmp_path / "note.txt"
+    doc.write_text("The lighthouse keeper logs the tides every evening.")
+    assert "completed" in cli("--add-to-vector-store", str(doc))
+    assert "lighthouse" in cli("--query-vector-store", "tides")
+    assert "default" in cli("--vector-store-stats")

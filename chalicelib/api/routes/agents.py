@@ -35,7 +35,6 @@ class AgentBody(BaseModel):
 
 
 def _values(body: AgentBody, fields: set[str], base: dict[str, Any] | None = None) -> dict[str, Any]:
-    schemas.parse_tools(body.tools)  # the Responses API's own checks (400 naming tools.<i>...)
     values = dict(base or {})
     for name in fields:
         value = getattr(body, name)
@@ -52,6 +51,7 @@ def create_agent() -> dict:
     """Create a profile."""
     body = request.validate(AgentBody, request.json_body(bp.current_request))
     with tenant_db() as conn:
+        agents.check_tools(conn, current_tenant(), body.tools)
         agent = agents.create(conn, current_tenant(), _values(body, set(body.model_fields_set)))
     return objects.agent_object(agent)
 
@@ -80,6 +80,7 @@ def update_agent(agent_id: str) -> dict:
     tenant = current_tenant()
     with tenant_db() as conn, conn.transaction():
         current = agents.get(conn, tenant, target)
+        agents.check_tools(conn, tenant, body.tools)
         agent = agents.update(conn, tenant, target, _values(body, set(body.model_fields_set), current.fields()))
     return objects.agent_object(agent)
 
