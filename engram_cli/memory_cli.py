@@ -291,3 +291,39 @@ def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
         else:
             table.add_row(key, str(value))
     console.print(table)
+
+
+@app.command("restore")
+def restore(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT) -> None:
+    """Bring an archived or merged memory back into recall."""
+    from chalicelib.memory import archive
+
+    try:
+        with deps.connect() as conn:
+            archive.restore(conn, _tenant(tenant), memory_id, actor="cli")
+    except EngramError as exc:
+        _fail(exc)
+    console.print(f"restored {memory_id}")
+
+
+@app.command("audit")
+def audit_log(limit: int = typer.Option(50, min=1, max=100), event: str | None = typer.Option(None),
+              user: str | None = USER, tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """The tenant's memory lifecycle audit, newest first (ids and counts, never text)."""
+    from chalicelib.api import objects
+    from chalicelib.memory import audit
+
+    with deps.connect() as conn:
+        rows, _ = audit.list_page(conn, _tenant(tenant), limit=limit, event=event, user_id=user)
+    data = [objects.memory_audit_entry(r) for r in rows]
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"memory audit of tenant {_tenant(tenant)!r}")
+    for column in ("when", "event", "entity", "scope", "actor", "details"):
+        table.add_column(column, overflow="fold")
+    for e in data:
+        scope = " ".join(f"{k[0]}={e[k]}" for k in ("user_id", "agent_id", "run_id") if e.get(k))
+        table.add_row(_when(e["created_at"]), e["event"], e["entity_id"] or e["entity_type"], escape(scope),
+                      e["actor"], escape(json.dumps(e["details"])))
+    console.print(table)

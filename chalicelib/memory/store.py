@@ -60,11 +60,11 @@ ACTIVE = """valid_to IS NULL AND superseded_by IS NULL AND consolidated_into IS 
 _INSERT = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
 SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(hash)s, %(memory_type)s,
     %(categories)s, %(confidence)s, %(importance)s, %(metadata)s, %(source_kind)s, %(source_id)s,
     coalesce(%(valid_from)s, now()), %(pinned)s, %(expires_at)s, %(verified)s, %(source_type)s, %(model)s, %(dim)s,
-    %(embedding)s, v, engram_tsvector_length(v)
+    %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
@@ -110,6 +110,7 @@ UPDATE memories SET memory = %(memory)s, hash = %(hash)s, embedding_model = %(mo
     valid_from = greatest(valid_from, %(valid_to)s), memory_type = coalesce(%(memory_type)s, memory_type),
     metadata = coalesce(%(metadata)s, metadata), categories = coalesce(%(categories)s, categories),
     importance = coalesce(%(importance)s, importance), pinned = coalesce(%(pinned)s, pinned),
+    verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 WHERE tenant_id = %(tenant)s AND id = %(id)s
@@ -117,7 +118,7 @@ RETURNING {", ".join("memories." + c.strip() for c in _COLUMNS.split(","))}"""
 _EDIT = f"""
 UPDATE memories SET memory_type = coalesce(%(memory_type)s, memory_type), metadata = coalesce(%(metadata)s, metadata),
     categories = coalesce(%(categories)s, categories), importance = coalesce(%(importance)s, importance),
-    pinned = coalesce(%(pinned)s, pinned),
+    pinned = coalesce(%(pinned)s, pinned), verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = %(id)s
 RETURNING {_COLUMNS}"""
@@ -180,6 +181,7 @@ class NewMemory:
     index_text: str
     verified: bool = False
     source_type: str | None = None
+    episode_messages: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +228,8 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
               "expires_at": new.expires_at, "verified": new.verified, "source_type": new.source_type,
               "model": new.model, "dim": len(new.embedding),
               "embedding": new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding)),
-              "index_text": new.index_text}
+              "index_text": new.index_text,
+              "episode_messages": Jsonb(new.episode_messages) if new.episode_messages is not None else None}
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_INSERT, params).fetchone()
     assert row is not None
@@ -320,13 +323,14 @@ class Edit:
     pinned: bool | None = None
     set_expires: bool = False
     expires_at: datetime | None = None
+    verified: bool | None = None
 
     def params(self) -> dict[str, Any]:
         """The statement parameters of these fields."""
         return {"memory_type": self.memory_type,
                 "metadata": Jsonb(self.metadata) if self.metadata is not None else None,
                 "categories": self.categories, "importance": self.importance, "pinned": self.pinned,
-                "set_expires": self.set_expires, "expires_at": self.expires_at}
+                "set_expires": self.set_expires, "expires_at": self.expires_at, "verified": self.verified}
 
 
 def revise(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, text: str, hash: str, index_text: str,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -80,6 +80,7 @@ class AddRequest:
     source_kind: str = "api"
     source_id: str | None = None
     source_type: str | None = None
+    verified: bool = False
     exchange: NewExchange | None = None
     model: str | None = None  # the memory model chosen when the add was accepted (None: the configured one)
 
@@ -243,6 +244,11 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
     scope = request.scope
     store.lock_scope(conn, tenant_id, scope)
     valid_from = request.timestamp
+    if request.expires_at is None and any(c.memory_type == "working" and c.event != "NOOP" for c in result.changes):
+        from chalicelib.store import tenants  # working memory's TTL: the tenant's, seed 002's 24 h by default
+
+        ttl = tenants.limits(conn, tenant_id).working_ttl_s
+        request = dataclasses.replace(request, expires_at=datetime.now(UTC) + timedelta(seconds=ttl))
     actor = f"model:{result.model}" if result.model else "api"
     bumped: list[str] = []
     for change in result.changes:
@@ -394,5 +400,6 @@ def _insert(conn: psycopg.Connection, tenant_id: str, request: AddRequest, chang
                           importance=change.importance, metadata=metadata, source_kind=request.source_kind,
                           source_id=request.source_id, valid_from=request.timestamp, pinned=request.pinned,
                           expires_at=request.expires_at, model=model, embedding=change.embedding,
-                          index_text=_index_text(change), source_type=_source_type(request, change))
+                          index_text=_index_text(change), source_type=_source_type(request, change),
+                          verified=request.verified)
     return store.insert(conn, tenant_id, ids.new_id(ids.MEMORY), new)

@@ -1,16 +1,23 @@
-"""A tenant's own settings (the ``tenants`` row): its memory defaults for responses (migration 0015). Tenants are
-created on first use (:func:`chalicelib.store.vector_stores.ensure_tenant`)."""
+"""A tenant's own settings (the ``tenants`` row): its memory defaults for responses (migration 0015) and its limits
+(migration 0016). Tenants are created on first use (:func:`chalicelib.store.vector_stores.ensure_tenant`)."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-__all__ = ["memory_defaults", "set_memory_defaults"]
+from chalicelib.errors import InvalidRequestError
+
+__all__ = ["DEFAULT_LIMITS", "TenantLimits", "limits", "memory_defaults", "set_limits", "set_memory_defaults"]
 
 _GET = "SELECT memory_defaults FROM tenants WHERE id = %s"
+_GET_LIMITS = "SELECT limits FROM tenants WHERE id = %s"
+_SET_LIMITS = """INSERT INTO tenants (id, limits) VALUES (%(id)s, %(value)s)
+ON CONFLICT (id) DO UPDATE SET limits = excluded.limits"""
 _SET = """INSERT INTO tenants (id, memory_defaults) VALUES (%(id)s, %(value)s)
 ON CONFLICT (id) DO UPDATE SET memory_defaults = excluded.memory_defaults"""
 
@@ -25,3 +32,59 @@ def memory_defaults(conn: psycopg.Connection, tenant_id: str) -> dict[str, Any] 
 def set_memory_defaults(conn: psycopg.Connection, tenant_id: str, value: dict[str, Any] | None) -> None:
     """Replace the tenant's memory defaults (None clears them); creates the tenant if new."""
     conn.execute(_SET, {"id": tenant_id, "value": Jsonb(value) if value is not None else None})
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """A tenant's limits (seed 000, "Data Retention"; seed 002 §1 for the working-memory TTL). Knowledge:
+    ``max_storage_bytes`` over all its vector stores, ``max_files_per_store``, ``max_file_size_bytes``. Memory:
+    ``max_entries`` active memories (beyond it the lowest-value ones are archived, never deleted),
+    ``auto_archive_days`` without access before a memory is archived, ``working_ttl_s`` seconds a working memory
+    lives unless its write says otherwise, ``expired_retention_days`` an expired memory is kept before deletion."""
+
+    max_storage_bytes: int = 10 * 1024**3
+    max_files_per_store: int = 1000
+    max_file_size_bytes: int = 50 * 1024**2
+    max_entries: int = 10_000
+    auto_archive_days: int = 180
+    working_ttl_s: int = 24 * 3600
+    expired_retention_days: int = 30
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The limits' names."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def limits(conn: psycopg.Connection, tenant_id: str) -> TenantLimits:
+    """The tenant's limits: its own values over the defaults."""
+    row = conn.execute(_GET_LIMITS, (tenant_id,)).fetchone()
+    stored = (row[0] if row else None) or {}
+    return TenantLimits(**{k: v for k, v in stored.items() if k in TenantLimits.names()})
+
+
+def set_limits(conn: psycopg.Connection, tenant_id: str, changes: dict[str, int | None]) -> TenantLimits:
+    """Change some of the tenant's limits (None restores a default); creates the tenant if new.
+
+    Raises:
+        InvalidRequestError: an unknown limit or a value that is not a positive integer.
+    """
+    for name, value in changes.items():
+        if name not in TenantLimits.names():
+            raise InvalidRequestError(f"Unknown limit {name!r}; limits: {', '.join(TenantLimits.names())}.",
+                                      param=name, code="invalid_value")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise InvalidRequestError(f"Limit {name!r} must be a positive integer.", param=name,
+                                      code="invalid_value")
+    row = conn.execute(_GET_LIMITS, (tenant_id,)).fetchone()
+    stored = dict((row[0] if row else None) or {})
+    for name, value in changes.items():
+        if value is None:
+            stored.pop(name, None)
+        else:
+            stored[name] = value
+    conn.execute(_SET_LIMITS, {"id": tenant_id, "value": Jsonb(stored)})
+    return TenantLimits(**stored)
+
+
+DEFAULT_LIMITS = TenantLimits()
