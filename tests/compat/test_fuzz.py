@@ -82,7 +82,8 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
         ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
-        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}")} == WRITES
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
