@@ -12,7 +12,8 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import InvalidRequestError
 
-__all__ = ["DEFAULT_LIMITS", "TenantLimits", "limits", "memory_defaults", "set_limits", "set_memory_defaults"]
+__all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "limits", "max_file_bytes", "memory_defaults",
+           "set_limits", "set_memory_defaults"]
 
 _GET = "SELECT memory_defaults FROM tenants WHERE id = %s"
 _GET_LIMITS = "SELECT limits FROM tenants WHERE id = %s"
@@ -88,3 +89,39 @@ def set_limits(conn: psycopg.Connection, tenant_id: str, changes: dict[str, int 
 
 
 DEFAULT_LIMITS = TenantLimits()
+_USAGE = """SELECT coalesce(sum(usage_bytes), 0) FROM vector_stores WHERE tenant_id = %s"""
+_STORE_FILES = """SELECT count(*) FROM vector_store_files WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s
+AND file_id <> ALL(%(files)s)"""
+
+
+def max_file_bytes(conn: psycopg.Connection, tenant_id: str, service_max: int) -> tuple[int, str]:
+    """The largest file the tenant may upload: ``(bytes, what sets it)`` — the smaller of the service's
+    ``ENGRAM_MAX_FILE_BYTES`` and the tenant's ``max_file_size_bytes``."""
+    tenant_max = limits(conn, tenant_id).max_file_size_bytes
+    if tenant_max < service_max:
+        return tenant_max, "the tenant's max_file_size_bytes limit"
+    return service_max, "the service's limit"
+
+
+def check_store_capacity(conn: psycopg.Connection, tenant_id: str, store_id: str, file_ids: list[str],
+                         new_bytes: int, *, param: str) -> None:
+    """Refuse attaching ``file_ids`` (``new_bytes`` together) to a store when the store would hold more than the
+    tenant's ``max_files_per_store`` files, or the tenant's vector stores more than ``max_storage_bytes``
+    (files already attached there are not counted twice).
+
+    Raises:
+        InvalidRequestError: (400, code ``too_many_files`` or ``storage_limit_exceeded``) naming the limit.
+    """
+    current = limits(conn, tenant_id)
+    row = conn.execute(_STORE_FILES, {"tenant": tenant_id, "store": store_id, "files": file_ids}).fetchone()
+    files = int(row[0]) if row else 0
+    if files + len(file_ids) > current.max_files_per_store:
+        raise InvalidRequestError(
+            f"The vector store would hold {files + len(file_ids):,} files; the tenant's max_files_per_store limit "
+            f"is {current.max_files_per_store:,}.", param=param, code="too_many_files")
+    row = conn.execute(_USAGE, (tenant_id,)).fetchone()
+    used = int(row[0]) if row else 0
+    if used + new_bytes > current.max_storage_bytes:
+        raise InvalidRequestError(
+            f"The tenant's vector stores would use {used + new_bytes:,} bytes; its max_storage_bytes limit is "
+            f"{current.max_storage_bytes:,}.", param=param, code="storage_limit_exceeded")
