@@ -158,7 +158,8 @@ def stores(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors."""
+    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors (the tenant's,
+    and those of objects no tenant owns — a key outside any tenant's prefix — each labelled)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
@@ -176,8 +177,10 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
     console.print(table)
     for e in data["drop_errors"]:
-        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: "
-                      f"{escape(e['message'])}")
+        owner = f"tenant {e['tenant']!r}" if e["tenant"] == data["tenant"] else (
+            f"unknown tenant {e['tenant']!r}" if e["tenant"] else "no tenant")
+        console.print(f"[red]drop error[/] ({escape(owner)}) s3://{escape(e['bucket'])}/{escape(e['key'])}: "
+                      f"{e['code']}: {escape(e['message'])}")
 
 
 @app.command()
