@@ -69,7 +69,8 @@ REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),  # the batch never exists
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
-            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB}
+            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
+            "agent_id": ids.AGENT}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -88,7 +89,9 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
-        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}")} == WRITES
+        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -174,6 +177,11 @@ SNAPSHOT_QUERIES = {
                    "updated_at, completed_at FROM memory_jobs",
     "idempotency_keys": "SELECT tenant_id, key, route, request_sha256, status_code, response, user_id "
                         "FROM idempotency_keys",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
+    "exchanges": "SELECT id, tenant_id, response_id, md5(user_prompt), md5(assistant_response) FROM exchanges",
+    # every purge is audited, also of a scope that held nothing: those entries alone may appear
+    "memory_audit": "SELECT id, tenant_id, event, entity_type, entity_id, user_id, details FROM memory_audit "
+                    "WHERE event <> 'purge' OR EXISTS (SELECT 1 FROM jsonb_each_text(details) WHERE value <> '0')",
 }
 
 
@@ -309,7 +317,7 @@ FIELDS = {
                 max_size=3)),
             "name": text})), max_size=4), json_value),
     "user_id": scope_id, "agent_id": scope_id, "run_id": scope_id, "memory": text,
-    "infer": flag, "async": flag, "pinned": flag, "include_invalidated": flag,
+    "infer": flag, "async": flag, "pinned": flag, "include_invalidated": flag, "verified": flag,
     "memory_type": memory_type, "memory_types": st.one_of(st.lists(memory_type, max_size=20), json_value),
     "categories": st.one_of(st.lists(text, max_size=20), json_value), "importance": weight,
     "score_threshold": weight, "top_k": st.one_of(st.integers(-5, 200), scalar),
@@ -327,7 +335,7 @@ VALID_MEMORY = {
     "memory_type": st.sampled_from(MEMORY_TYPES), "memory_types": st.lists(st.sampled_from(MEMORY_TYPES), max_size=3),
     "categories": st.lists(st.text(min_size=1, max_size=64), max_size=5),
     "importance": st.floats(0, 1), "score_threshold": st.floats(0, 1), "top_k": st.integers(1, 100),
-    "pinned": st.booleans(), "include_invalidated": st.booleans(),
+    "pinned": st.booleans(), "include_invalidated": st.booleans(), "verified": st.booleans(),
     **{name: st.integers(0, 253_402_300_799) for name in ("expires_at", "timestamp", "as_of", "created_after",
                                                           "created_before")},
     "ranking": st.one_of(st.sampled_from(sorted(STRATEGIES)), st.fixed_dictionaries(
@@ -359,7 +367,7 @@ ROUTE_FIELDS = {
                             "memory_types", "created_after", "created_before", "ranking", "include_invalidated",
                             "as_of"],
     "/v1/memories/{memory_id}": ["memory", "metadata", "memory_type", "categories", "importance", "pinned",
-                                 "expires_at", "timestamp"],
+                                 "expires_at", "timestamp", "verified"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -434,6 +442,8 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
         body["previous_response_id"] = unknown_id(ids.RESPONSE)
+    elif template == "/v1/agents" and method == "POST":
+        body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
     elif template == "/v1/memories" and method == "POST":
         choice = draw(st.sampled_from(["user_id", "messages", "importance", "memory_type", "timestamp", "async",
                                        "unknown", "no-model"]))

@@ -4,7 +4,8 @@ tenant; row-level security stands behind both."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, get_args
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -24,7 +25,7 @@ from chalicelib.api.memory_schemas import (
 )
 from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.memory import add_jobs, manage, recall, write
+from chalicelib.memory import add_jobs, archive, audit, manage, recall, write
 from chalicelib.memory import store as memories
 from chalicelib.memory.store import Edit
 from chalicelib.store import idempotency
@@ -72,7 +73,8 @@ def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_ki
                 return replay.status, replay.body
         try:
             if run_async:
-                job = add_jobs.submit(conn, tenant, add_request, dispatcher=deps.dispatcher())
+                job = add_jobs.submit(conn, tenant, dataclasses.replace(add_request, model=model),
+                                      dispatcher=deps.dispatcher())
                 status, out = 202, objects.memory_job_object(job)
                 if idempotency_key is not None:
                     idempotency.save(conn, tenant, idempotency_key, status, out)
@@ -137,6 +139,35 @@ def purge_memories() -> dict:
     return {"object": "memory.purge", "deleted": True, **scope.as_dict(), "counts": counts}
 
 
+@bp.route("/memories/audit", methods=["GET"])
+def memory_audit() -> dict:
+    """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
+    previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
+    params = request.query(bp.current_request)
+    page = request.page({k: v for k, v in params.items() if k != "after"}, default_limit=20, max_limit=100,
+                        before=False)
+    after = params.get("after")
+    if after is not None and not after.isdigit():
+        raise InvalidRequestError("Invalid 'after': expected the id (an integer) of an audit entry.", param="after",
+                                  code="invalid_value")
+    event = request.choice(params, "event", get_args(audit.Event))
+    with tenant_db() as conn:
+        rows, has_more = audit.list_page(conn, current_tenant(), limit=page.limit,
+                                         after=int(after) if after else None, order=page.order, event=event,
+                                         entity_id=params.get("memory_id") or None,
+                                         user_id=params.get("user_id") or None)
+    data = [objects.memory_audit_entry(r) for r in rows]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": has_more}
+
+
+@bp.route("/memories/{memory_id}/restore", methods=["POST"])
+def restore_memory(memory_id: str) -> dict:
+    """Bring an archived or merged memory back into recall."""
+    with tenant_db() as conn:
+        return objects.memory_object(archive.restore(conn, current_tenant(), checked_id(memory_id), actor="api"))
+
+
 @bp.route("/memories/jobs/{job_id}", methods=["GET"])
 def retrieve_memory_job(job_id: str) -> Response:
     """An asynchronous add's job: ``status``, and ``results`` and ``usage`` once completed."""
@@ -161,7 +192,7 @@ def update_memory(memory_id: str) -> dict:
     body = request.validate(UpdateMemory, request.json_body(bp.current_request))
     changes = Edit(memory_type=body.memory_type, metadata=body.metadata, categories=body.categories,
                    importance=body.importance, pinned=body.pinned, set_expires="expires_at" in body.model_fields_set,
-                   expires_at=to_time(body.expires_at))
+                   expires_at=to_time(body.expires_at), verified=body.verified)
     with tenant_db() as conn:
         updated = manage.update(conn, current_tenant(), target, text=body.memory, changes=changes,
                                 embedder=deps.embedder(), valid_from=to_time(body.timestamp))
