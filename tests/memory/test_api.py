@@ -205,6 +205,8 @@ def test_delete_scrubs_history_text(api):
     ("post", "/memories/search", {"query": "x", "user_id": "u", "top_k": 0}, "top_k"),
     ("post", "/memories/search", {"query": "x", "user_id": "u", "ranking": "fastest"}, "ranking"),
     ("post", "/memories/search", {"query": "x", "user_id": "u", "filters": {"type": "zz"}}, "filters.type"),
+    ("post", "/memories/search", {"query": "x", "user_id": "u", "filters": {"key": "k", "type": []}}, "filters.type"),
+    ("get", "/memories?user_id=a%00b", None, "user_id"),
     ("get", "/memories", None, None),
     ("delete", "/memories", None, None),
     ("get", "/memories/vs_123", None, "memory_id"),
