@@ -297,6 +297,8 @@ def test_iam_is_least_privilege(cfn: dict[str, Any]) -> None:
     assert allowed("ApiFunctionRole", "sqs:SendMessage") == every_queue  # the API hands work to every queue
     assert allowed("IngestFunctionRole", "sqs:SendMessage") == {"EmbedQueue"}
     assert allowed("EmbedFunctionRole", "sqs:SendMessage") == allowed("MemoryFunctionRole", "sqs:SendMessage") == set()
+    # a streamed response with memory sends its exchange to the memory queue, and nothing else
+    assert allowed("StreamingFrontFunctionRole", "sqs:SendMessage") == {build.queue_resource("memory")}
     assert allowed("MigrateFunctionRole", "secretsmanager:GetSecretValue") == {"DatabaseSecret"}
     assert not allowed("MigrateFunctionRole", "s3:GetObject") and not allowed("IngestFunctionRole", "bedrock:InvokeModel")
     assert not allowed("MemoryFunctionRole", "s3:GetObject")
