@@ -527,7 +527,8 @@ def calls(draw, real: Real) -> Call:
         params = {k: v for k, v in params.items() if v != real.owner}
     headers = {}
     if path == "/v1/memories" and method == "POST" and draw(st.booleans()):
-        headers["Idempotency-Key"] = draw(st.one_of(st.sampled_from(["k", " ", "x" * 1000, "' OR 1=1 --"]),
+        # (httpx refuses header values with surrounding whitespace, so none is sent)
+        headers["Idempotency-Key"] = draw(st.one_of(st.sampled_from(["k", "a b", "x" * 1000, "' OR 1=1 --"]),
                                                     st.text(alphabet=string.printable.strip(), max_size=60)))
     if path == "/v1/files" and method == "POST":
         content, ctype = draw(multipart_body())
