@@ -461,6 +461,13 @@ def _dot(u: list[float], v: list[float]) -> float:
     return sum(x * y for x, y in zip(u, v))
 
 
+def test_bundled_weights_are_the_recorded_ones():
+    from chalicelib.embed.local import BUNDLED_WEIGHTS_SHA256, default_model_path
+
+    digest = hashlib.sha256((default_model_path() / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == BUNDLED_WEIGHTS_SHA256
+
+
 @pytest.mark.slow
 def test_local_model_real():
     from chalicelib.embed.local import LocalEmbedder

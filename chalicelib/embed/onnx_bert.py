@@ -8,9 +8,10 @@ is a ``torch.export`` graph whose attention ONNX Runtime cannot fuse (0 fused At
 ``IsNaN``/``Where`` pair on every softmax), and it ran slower than the torch path on this 2-core machine. A
 one-time ``torch.onnx.export`` would need a multi-megabyte binary committed to git. So we write the graph that
 ONNX Runtime's own BERT optimiser (``onnxruntime.transformers.optimizer``, ``model_type="bert"``) produces from
-such an export — one ``EmbedLayerNormalization``, then per layer ``Attention`` → ``MatMul`` →
-``SkipLayerNormalization`` → ``MatMul`` → ``BiasGelu`` → ``MatMul`` → ``SkipLayerNormalization`` (ONNX Runtime
-contrib operators, ``com.microsoft`` domain, documented in its ContribOperators.md) — directly from
+such an export — one ``EmbedLayerNormalization``, then per layer ``Attention`` → ``MatMul`` → residual
+LayerNorm → ``MatMul`` → ``BiasGelu`` → ``MatMul`` → residual LayerNorm (``EmbedLayerNormalization``,
+``Attention`` and ``BiasGelu`` are ONNX Runtime contrib operators, ``com.microsoft`` domain, documented in its
+ContribOperators.md; the residual LayerNorms stay unfused, see ``residual_norm`` in :func:`build_graph`) — from
 ``model.safetensors`` and ``config.json``. Quantisation, when asked for, is ONNX Runtime's own
 ``quantize_dynamic`` (int8 weights per output channel, uint8 activations quantised per call; see
 :func:`model_bytes`).
@@ -33,7 +34,7 @@ from typing import Any, Iterator
 from chalicelib.errors import UpstreamError
 
 CONTRIB_DOMAIN = "com.microsoft"
-ONNX_OPSET = 17  # default-domain opset (only MatMul comes from it); any onnxruntime ≥ 1.14 runs it
+ONNX_OPSET = 17  # default-domain opset: LayerNormalization is an operator from 17 on (onnxruntime ≥ 1.14)
 WEIGHTS_FILE = "model.safetensors"
 # Hugging Face BertModel parameter names inside a sentence-transformers folder's model.safetensors.
 _EMB = "embeddings."
@@ -64,7 +65,8 @@ class BertShape:
         if config.get("model_type") != "bert":
             raise UpstreamError(f"{where}: model_type {config.get('model_type')!r} is not supported; the local "
                                 "embedder runs BERT-family sentence-transformers models.")
-        if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
+        positions = config.get("position_embedding_type", "absolute")
+        if config.get("hidden_act", "gelu") != "gelu" or positions != "absolute":
             raise UpstreamError(f"{where}: only BERT with exact GELU and absolute positions is supported.")
         return cls(layers=int(config["num_hidden_layers"]), heads=int(config["num_attention_heads"]),
                    hidden=int(config["hidden_size"]), eps=float(config.get("layer_norm_eps", 1e-12)),
@@ -113,6 +115,21 @@ def build_graph(model_dir: Path) -> Any:
             raise UpstreamError(f"{model_dir / WEIGHTS_FILE} has no tensor {name!r}; not a BERT model.") from None
 
     nodes: list[Any] = []
+
+    def matmul(x: str, out: str, linear_weight: Any) -> None:
+        """``out = x @ W.T`` for a torch ``Linear`` weight ``W`` (out_features × in_features); node name ``out``."""
+        nodes.append(helper.make_node("MatMul", [x, init(out + "_w", linear_weight.T)], [out], name=out))
+
+    def residual_norm(x: str, bias: str, skip: str, gamma: str, beta: str, out: str) -> None:
+        """``out = LayerNorm(x + bias + skip)``: BERT's dense-output bias, residual and LayerNorm. Written as
+        Add, Add, LayerNormalization rather than the fused SkipLayerNormalization the optimiser would make:
+        onnxruntime 1.32's CPU SkipLayerNormalization ran the whole int8 model 13-16 % slower on 2 cores (the
+        session keeps it unfused, see ``local.UNFUSED``)."""
+        nodes.append(helper.make_node("Add", [x, bias], [out + "_biased"], name=out + "_bias"))
+        nodes.append(helper.make_node("Add", [out + "_biased", skip], [out + "_residual"], name=out + "_residual"))
+        nodes.append(helper.make_node("LayerNormalization", [out + "_residual", gamma, beta], [out], axis=-1,
+                                      epsilon=shape.eps, name=out))
+
     # Embeddings. Sentence-transformers feeds token_type_ids = 0 everywhere, so token type 0's embedding is folded
     # into the position table (the sum before LayerNorm is unchanged) and the graph needs no segment input.
     positions = w(_EMB + "position_embeddings.weight") + w(_EMB + "token_type_embeddings.weight")[0]
@@ -132,25 +149,19 @@ def build_graph(model_dir: Path) -> Any:
         nodes.append(helper.make_node(
             "Attention", [hidden, init(f"l{i}_qkv_w", qkv_w), init(f"l{i}_qkv_b", qkv_b), "mask_index"],
             [f"l{i}_context"], domain=CONTRIB_DOMAIN, num_heads=shape.heads, name=f"l{i}_attention"))
-        nodes.append(helper.make_node("MatMul", [f"l{i}_context", init(f"l{i}_attn_out_w", w(att + "output.dense.weight").T)],
-                                      [f"l{i}_attn_out"], name=f"l{i}_attn_out"))
-        nodes.append(helper.make_node(
-            "SkipLayerNormalization",
-            [f"l{i}_attn_out", hidden, init(f"l{i}_attn_ln_gamma", w(att + "output.LayerNorm.weight")),
-             init(f"l{i}_attn_ln_beta", w(att + "output.LayerNorm.bias")), init(f"l{i}_attn_out_b", w(att + "output.dense.bias"))],
-            [f"l{i}_attn_norm"], domain=CONTRIB_DOMAIN, epsilon=shape.eps, name=f"l{i}_attn_ln"))
-        nodes.append(helper.make_node("MatMul", [f"l{i}_attn_norm", init(f"l{i}_ffn_in_w", w(p + "intermediate.dense.weight").T)],
-                                      [f"l{i}_ffn_in"], name=f"l{i}_ffn_in"))
-        nodes.append(helper.make_node("BiasGelu", [f"l{i}_ffn_in", init(f"l{i}_ffn_in_b", w(p + "intermediate.dense.bias"))],
-                                      [f"l{i}_ffn_act"], domain=CONTRIB_DOMAIN, name=f"l{i}_gelu"))
-        nodes.append(helper.make_node("MatMul", [f"l{i}_ffn_act", init(f"l{i}_ffn_out_w", w(p + "output.dense.weight").T)],
-                                      [f"l{i}_ffn_out"], name=f"l{i}_ffn_out"))
+        matmul(f"l{i}_context", f"l{i}_attn_out", w(att + "output.dense.weight"))
+        residual_norm(f"l{i}_attn_out", init(f"l{i}_attn_out_b", w(att + "output.dense.bias")), hidden,
+                      init(f"l{i}_attn_ln_gamma", w(att + "output.LayerNorm.weight")),
+                      init(f"l{i}_attn_ln_beta", w(att + "output.LayerNorm.bias")), f"l{i}_attn_norm")
+        matmul(f"l{i}_attn_norm", f"l{i}_ffn_in", w(p + "intermediate.dense.weight"))
+        ffn_bias = init(f"l{i}_ffn_in_b", w(p + "intermediate.dense.bias"))
+        nodes.append(helper.make_node("BiasGelu", [f"l{i}_ffn_in", ffn_bias], [f"l{i}_ffn_act"],
+                                      domain=CONTRIB_DOMAIN, name=f"l{i}_gelu"))
+        matmul(f"l{i}_ffn_act", f"l{i}_ffn_out", w(p + "output.dense.weight"))
         out = "last_hidden_state" if i == shape.layers - 1 else f"hidden_{i + 1}"
-        nodes.append(helper.make_node(
-            "SkipLayerNormalization",
-            [f"l{i}_ffn_out", f"l{i}_attn_norm", init(f"l{i}_ffn_ln_gamma", w(p + "output.LayerNorm.weight")),
-             init(f"l{i}_ffn_ln_beta", w(p + "output.LayerNorm.bias")), init(f"l{i}_ffn_out_b", w(p + "output.dense.bias"))],
-            [out], domain=CONTRIB_DOMAIN, epsilon=shape.eps, name=f"l{i}_ffn_ln"))
+        residual_norm(f"l{i}_ffn_out", init(f"l{i}_ffn_out_b", w(p + "output.dense.bias")), f"l{i}_attn_norm",
+                      init(f"l{i}_ffn_ln_gamma", w(p + "output.LayerNorm.weight")),
+                      init(f"l{i}_ffn_ln_beta", w(p + "output.LayerNorm.bias")), out)
         hidden = out
     graph = helper.make_graph(
         nodes, "bert_encoder",
