@@ -36,7 +36,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -134,10 +135,10 @@ def measure_speed(variants: list[Variant], sample: list[list[str]], rounds: int)
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for v in order:
-            wall, cpu = timed_cpu(lambda: v.embedder.embed(texts))
+            wall, cpu = timed_cpu(lambda v=v: v.embedder.embed(texts))
             runs[v.name]["batched"].append(len(texts) / wall)
             runs[v.name]["cpu"].append(len(texts) / cpu)
-            runs[v.name]["per_file"].append(len(texts) / timed(lambda: [v.embedder.embed(d) for d in sample]))
+            runs[v.name]["per_file"].append(len(texts) / timed(lambda v=v: [v.embedder.embed(d) for d in sample]))
         print(f"  round {r + 1}/{rounds} (batched/per-file/per CPU-s): " + ", ".join(
             f"{v.name} {runs[v.name]['batched'][-1]:.1f}/{runs[v.name]['per_file'][-1]:.1f}/"
             f"{runs[v.name]['cpu'][-1]:.1f}" for v in variants), flush=True)

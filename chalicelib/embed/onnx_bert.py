@@ -31,9 +31,10 @@ import contextlib
 import json
 import logging
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from chalicelib.errors import UpstreamError
 
@@ -59,7 +60,7 @@ class BertShape:
     eps: float
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], where: Path) -> "BertShape":
+    def from_config(cls, config: dict[str, Any], where: Path) -> BertShape:
         """Read a BertConfig dict.
 
         Raises:
