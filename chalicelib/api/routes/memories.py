@@ -28,6 +28,7 @@ from chalicelib.memory import add_jobs, manage, recall, write
 from chalicelib.memory import store as memories
 from chalicelib.memory.store import Edit
 from chalicelib.store import idempotency
+from chalicelib.validation import check_storable
 
 bp = Blueprint(__name__)
 
@@ -189,12 +190,17 @@ def memory_history(memory_id: str) -> dict:
 
 
 def _scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings)."""
+    """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings).
+
+    Raises:
+        InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
+    """
     out: dict[str, Any] = {}
     for name in ("user_id", "agent_id", "run_id", *extra):
         value = params.get(name)
         if value is None or value == "":
             continue
+        check_storable(value, name)
         if name == "include_inactive":
             if value.lower() not in _BOOLEANS:
                 raise InvalidRequestError(f"Invalid '{name}': expected true or false, got {value[:40]!r}.",
