@@ -4,7 +4,9 @@ delete_all, history, queued adds, scopes kept apart, and errors raised as mem0's
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from datetime import datetime
@@ -14,7 +16,9 @@ import pytest
 
 # Before mem0 is imported: no telemetry, and its settings folder (created at import) out of the home directory.
 os.environ["MEM0_TELEMETRY"] = "false"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="engram-mem0-"))
+if "MEM0_DIR" not in os.environ:
+    os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="engram-mem0-")
+    atexit.register(shutil.rmtree, os.environ["MEM0_DIR"], True)
 
 from mem0 import MemoryClient
 from mem0.exceptions import AuthenticationError, MemoryNotFoundError, ValidationError
@@ -160,7 +164,7 @@ def test_get_all_pages(mem0):
 def test_scopes_and_tenants_are_kept_apart(mem0):
     client = mem0("scopes")
     mine = client.add("Allergic to peanuts", user_id="erin", infer=False)["results"][0]
-    client.add("Allergic to shellfish", user_id="frank", infer=False)
+    client.add("Allergic to shellfish", filters={"user_id": "frank"}, infer=False)  # newer clients' way
     client.add("Prefers aisle seats", user_id="erin", agent_id="travel", run_id="trip-1", infer=False)
     client.add("Prefers window seats", user_id="erin", agent_id="travel", run_id="trip-2", infer=False)
 
