@@ -44,6 +44,7 @@ __all__ = [
     "revise",
     "scope_predicate",
     "similar",
+    "stats",
     "touch",
 ]
 
@@ -61,11 +62,11 @@ ACTIVE = """valid_to IS NULL AND superseded_by IS NULL AND consolidated_into IS 
 _INSERT = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
 SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(hash)s, %(memory_type)s,
     %(categories)s, %(confidence)s, %(importance)s, %(metadata)s, %(source_kind)s, %(source_id)s,
     coalesce(%(valid_from)s, now()), %(pinned)s, %(expires_at)s, %(verified)s, %(source_type)s, %(model)s, %(dim)s,
-    %(embedding)s, v, engram_tsvector_length(v)
+    %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
@@ -114,6 +115,7 @@ UPDATE memories SET memory = %(memory)s, hash = %(hash)s, embedding_model = %(mo
     valid_from = greatest(valid_from, %(valid_to)s), memory_type = coalesce(%(memory_type)s, memory_type),
     metadata = coalesce(%(metadata)s, metadata), categories = coalesce(%(categories)s, categories),
     importance = coalesce(%(importance)s, importance), pinned = coalesce(%(pinned)s, pinned),
+    verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 WHERE tenant_id = %(tenant)s AND id = %(id)s
@@ -121,7 +123,7 @@ RETURNING {", ".join("memories." + c.strip() for c in _COLUMNS.split(","))}"""
 _EDIT = f"""
 UPDATE memories SET memory_type = coalesce(%(memory_type)s, memory_type), metadata = coalesce(%(metadata)s, metadata),
     categories = coalesce(%(categories)s, categories), importance = coalesce(%(importance)s, importance),
-    pinned = coalesce(%(pinned)s, pinned),
+    pinned = coalesce(%(pinned)s, pinned), verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = %(id)s
 RETURNING {_COLUMNS}"""
@@ -142,12 +144,22 @@ WHERE tenant_id = %(tenant)s AND memory_id = %(id)s ORDER BY id"""
 _PURGE_TEXTS = "SELECT memory FROM memories WHERE tenant_id = %(tenant)s AND {scope}"
 _PURGE_HISTORY_TEXTS = """SELECT old_memory, new_memory FROM memory_history
 WHERE tenant_id = %(tenant)s AND {scope}"""
+_PURGE_EXCHANGE_TEXTS = """SELECT user_prompt, assistant_response FROM exchanges
+WHERE tenant_id = %(tenant)s AND {scope}"""
 _PURGE = {
     "memories": "DELETE FROM memories WHERE tenant_id = %(tenant)s AND {scope}",
     "history": "DELETE FROM memory_history WHERE tenant_id = %(tenant)s AND {scope}",
     "jobs": "DELETE FROM memory_jobs WHERE tenant_id = %(tenant)s AND {scope}",
+    "exchanges": "DELETE FROM exchanges WHERE tenant_id = %(tenant)s AND {scope}",
     "idempotency_records": "DELETE FROM idempotency_keys WHERE tenant_id = %(tenant)s AND {scope}",
 }
+_STATS = f"""SELECT count(*) FILTER (WHERE {ACTIVE}), count(*) FILTER (WHERE superseded_by IS NOT NULL),
+    count(*) FILTER (WHERE invalidated_by IS NOT NULL), count(*) FILTER (WHERE consolidated_into IS NOT NULL),
+    count(*) FILTER (WHERE archived_at IS NOT NULL), count(*) FILTER (WHERE expires_at <= now()), count(*),
+    count(DISTINCT user_id), count(DISTINCT agent_id), count(DISTINCT run_id)
+FROM memories WHERE tenant_id = %(tenant)s AND {{scope}}"""
+_STATS_BY_TYPE = f"""SELECT memory_type, count(*) FROM memories WHERE tenant_id = %(tenant)s AND {{scope}} AND {ACTIVE}
+GROUP BY 1 ORDER BY 2 DESC, 1"""
 _PURGE_CACHE = """DELETE FROM embedding_cache WHERE tenant_id = %(tenant)s AND sha256 = ANY(%(hashes)s)"""
 
 
@@ -174,6 +186,7 @@ class NewMemory:
     index_text: str
     verified: bool = False
     source_type: str | None = None
+    episode_messages: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +233,8 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
               "expires_at": new.expires_at, "verified": new.verified, "source_type": new.source_type,
               "model": new.model, "dim": len(new.embedding),
               "embedding": new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding)),
-              "index_text": new.index_text}
+              "index_text": new.index_text,
+              "episode_messages": Jsonb(new.episode_messages) if new.episode_messages is not None else None}
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_INSERT, params).fetchone()
     assert row is not None
@@ -324,13 +338,14 @@ class Edit:
     pinned: bool | None = None
     set_expires: bool = False
     expires_at: datetime | None = None
+    verified: bool | None = None
 
     def params(self) -> dict[str, Any]:
         """The statement parameters of these fields."""
         return {"memory_type": self.memory_type,
                 "metadata": Jsonb(self.metadata) if self.metadata is not None else None,
                 "categories": self.categories, "importance": self.importance, "pinned": self.pinned,
-                "set_expires": self.set_expires, "expires_at": self.expires_at}
+                "set_expires": self.set_expires, "expires_at": self.expires_at, "verified": self.verified}
 
 
 def revise(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, text: str, hash: str, index_text: str,
@@ -395,14 +410,36 @@ def history(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> list[Hi
         return cur.execute(_HISTORY, {"tenant": tenant_id, "id": memory_id}).fetchall()
 
 
+def stats(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -> dict[str, Any]:
+    """Counts of the tenant's (or one scope's) memories: ``{"total", "active", "superseded", "invalidated",
+    "consolidated", "archived", "expired", "users", "agents", "runs", "active_by_type": {type: n}}``."""
+    predicate, params = scope_predicate(scope) if scope is not None else (sql.SQL("true"), {})
+    params = {**params, "tenant": tenant_id}
+    row = conn.execute(sql.SQL(_STATS).format(scope=predicate), params).fetchone()
+    assert row is not None
+    names = ("active", "superseded", "invalidated", "consolidated", "archived", "expired", "total", "users", "agents",
+             "runs")
+    out: dict[str, Any] = dict(zip(names, (int(v) for v in row)))
+    out["active_by_type"] = {t: int(n) for t, n in conn.execute(sql.SQL(_STATS_BY_TYPE).format(scope=predicate),
+                                                                 params).fetchall()}
+    return out
+
+
+def exchange_text(prompt: str, answer: str) -> str:
+    """What an exchange is indexed and embedded as (seed 004, "Storage Flow")."""
+    return f"User: {prompt}\nAssistant: {answer}"
+
+
 def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[str, int]:
-    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records
-    and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
+    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records,
+    exchanges and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
     from chalicelib.store.embedding_cache import text_hash as cache_hash
 
     predicate, params = scope_predicate(scope)
     params = {**params, "tenant": tenant_id}
     texts = {row[0] for row in conn.execute(sql.SQL(_PURGE_TEXTS).format(scope=predicate), params)}
+    for prompt, answer in conn.execute(sql.SQL(_PURGE_EXCHANGE_TEXTS).format(scope=predicate), params):
+        texts.update((prompt, answer, exchange_text(prompt, answer)))
     for old, new in conn.execute(sql.SQL(_PURGE_HISTORY_TEXTS).format(scope=predicate), params):
         texts.update(t for t in (old, new) if t)
     counts = {kind: conn.execute(sql.SQL(statement).format(scope=predicate), params).rowcount

@@ -67,7 +67,7 @@ REAL_STORE_OK = {
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
-            "event_id": ids.MEMORY_JOB}
+            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 PURGES = {"/v1/memories", "/mem0/v1/memories"}  # DELETE: a whole scope, named in the query string
 
@@ -87,9 +87,11 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
-        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"),
-        ("POST", "/mem0/v3/memories/add"), ("PUT", "/mem0/v1/memories/{memory_id}"),
-        ("DELETE", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories")} == WRITES
+        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
+        ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
+        ("DELETE", "/mem0/v1/memories")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -144,6 +146,7 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
     "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, metadata, valid_to, expires_at FROM memories",
     "memory_history": "SELECT id, memory_id, event, old_memory, new_memory FROM memory_history",
     "memory_jobs": "SELECT id, status FROM memory_jobs",
@@ -363,6 +366,8 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
         body["previous_response_id"] = unknown_id(ids.RESPONSE)
+    elif template == "/v1/agents" and method == "POST":
+        body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
     elif template in ("/v1/memories", "/mem0/v3/memories/add") and method == "POST":
         body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
     return body

@@ -4,7 +4,8 @@ tenant; row-level security stands behind both."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, get_args
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -24,7 +25,7 @@ from chalicelib.api.memory_schemas import (
 )
 from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.memory import add_jobs, manage, recall, write
+from chalicelib.memory import add_jobs, archive, audit, manage, recall, write
 from chalicelib.memory import store as memories
 from chalicelib.memory.model import Memory
 from chalicelib.memory.store import Edit
@@ -73,7 +74,8 @@ def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_ki
                 return replay.status, replay.body
         try:
             if run_async:
-                job = add_jobs.submit(conn, tenant, add_request, dispatcher=deps.dispatcher())
+                job = add_jobs.submit(conn, tenant, dataclasses.replace(add_request, model=model),
+                                      dispatcher=deps.dispatcher())
                 status, out = 202, objects.memory_job_object(job)
                 if idempotency_key is not None:
                     idempotency.save(conn, tenant, idempotency_key, status, out)
@@ -130,7 +132,8 @@ def update(memory_id: str, body: dict[str, Any]) -> Memory:
     parsed = request.validate(UpdateMemory, body)
     changes = Edit(memory_type=parsed.memory_type, metadata=parsed.metadata, categories=parsed.categories,
                    importance=parsed.importance, pinned=parsed.pinned,
-                   set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at))
+                   set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at),
+                   verified=parsed.verified)
     with tenant_db() as conn:
         return manage.update(conn, current_tenant(), target, text=parsed.memory, changes=changes,
                              embedder=deps.embedder(), valid_from=to_time(parsed.timestamp))
@@ -168,6 +171,35 @@ def purge_memories() -> dict:
     with tenant_db() as conn:
         counts = manage.purge(conn, current_tenant(), scope)
     return {"object": "memory.purge", "deleted": True, **scope.as_dict(), "counts": counts}
+
+
+@bp.route("/memories/audit", methods=["GET"])
+def memory_audit() -> dict:
+    """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
+    previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
+    params = request.query(bp.current_request)
+    page = request.page({k: v for k, v in params.items() if k != "after"}, default_limit=20, max_limit=100,
+                        before=False)
+    after = params.get("after")
+    if after is not None and not after.isdigit():
+        raise InvalidRequestError("Invalid 'after': expected the id (an integer) of an audit entry.", param="after",
+                                  code="invalid_value")
+    event = request.choice(params, "event", get_args(audit.Event))
+    with tenant_db() as conn:
+        rows, has_more = audit.list_page(conn, current_tenant(), limit=page.limit,
+                                         after=int(after) if after else None, order=page.order, event=event,
+                                         entity_id=params.get("memory_id") or None,
+                                         user_id=params.get("user_id") or None)
+    data = [objects.memory_audit_entry(r) for r in rows]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": has_more}
+
+
+@bp.route("/memories/{memory_id}/restore", methods=["POST"])
+def restore_memory(memory_id: str) -> dict:
+    """Bring an archived or merged memory back into recall."""
+    with tenant_db() as conn:
+        return objects.memory_object(archive.restore(conn, current_tenant(), checked_id(memory_id), actor="api"))
 
 
 @bp.route("/memories/jobs/{job_id}", methods=["GET"])
