@@ -22,6 +22,7 @@ from chalicelib.api.routes import (
     agents,
     file_batches,
     files,
+    mem0,
     memories,
     responses,
     uploads,
@@ -49,6 +50,8 @@ app.register_middleware(authenticate, "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
                   memories.bp, agents.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
+# mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
+app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 
 
 @app.route("/health")
