@@ -19,6 +19,7 @@ from chalice import Chalice, Rate
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
 from chalicelib.api.routes import (
+    conversations,
     file_batches,
     files,
     memories,
@@ -46,7 +47,7 @@ app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
-                  memories.bp):
+                  conversations.bp, memories.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 
 

@@ -2,8 +2,9 @@
 
 Unknown fields are ignored, types are strict. Input items are validated one by one (:func:`parse_input`) so
 errors name the item (``input.2.content.0.text``). What Engram does not implement is refused with a 400 naming the
-field rather than silently ignored: ``background``, ``conversation``, ``prompt``, non-text ``text.format``, tools
-other than ``file_search`` and ``function``, image/file input parts.
+field rather than silently ignored: ``background``, ``prompt``, non-text ``text.format``, tools other than
+``file_search`` and ``function``, image/file input parts. ``conversation`` is checked by
+:func:`chalicelib.responses.conversations.requested`.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class CreateResponse(_Body):
     text: TextConfig | None = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = Field(default=None, max_length=512)
-    conversation: Any = None
+    conversation: Any = None  # "conv_..." or {"id": "conv_..."}: see conversations.requested
     prompt: Any = None
 
 
@@ -288,19 +289,34 @@ def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) 
         raise InvalidRequestError(message, param=param, code=exc.code) from None
 
 
-def parse_input(value: str | list[dict[str, Any]]) -> list[InputItem]:
-    """The request's ``input`` as typed items: a string is one user message.
+def parse_input(value: str | list[dict[str, Any]], *, param: str = "input",
+                max_items: int = MAX_INPUT_ITEMS) -> list[InputItem]:
+    """The request's ``input`` (or another list of input items, named ``param``, e.g. a conversation's ``items``)
+    as typed items: a string is one user message.
 
     Raises:
-        InvalidRequestError: an empty input, more than MAX_INPUT_ITEMS items, an item of an unsupported type,
-            or an invalid item (``param`` is the item's path, e.g. ``input.1.call_id``).
+        InvalidRequestError: an empty list, more than ``max_items`` items, an item of an unsupported type, or an
+            invalid item (``param`` is the item's path, e.g. ``input.1.call_id``).
     """
     if isinstance(value, str):
         return [MessageItem(role="user", content=value)]
     if not value:
-        raise InvalidRequestError("Invalid 'input': expected at least one item.", param="input",
-                                  code="empty_array")
-    if len(value) > MAX_INPUT_ITEMS:
-        raise InvalidRequestError(f"Invalid 'input': at most {MAX_INPUT_ITEMS} items are allowed, got {len(value)}.",
-                                  param="input", code="array_above_max_length")
-    return [_one_of(_ITEM_MODELS, raw, f"input.{index}", "input items") for index, raw in enumerate(value)]
+        raise InvalidRequestError(f"Invalid '{param}': expected at least one item.", param=param, code="empty_array")
+    if len(value) > max_items:
+        raise InvalidRequestError(f"Invalid '{param}': array too long. Expected an array with maximum length "
+                                  f"{max_items}, but got an array with length {len(value)} instead.", param=param,
+                                  code="array_above_max_length")
+    return [_one_of(_ITEM_MODELS, raw, f"{param}.{index}", "input items") for index, raw in enumerate(value)]
+
+
+def include_results(include: list[str] | None) -> bool:
+    """Whether ``include`` (a request's or a query's values) asks for ``file_search_call.results``.
+
+    Raises:
+        InvalidRequestError: (400, ``include.<i>``) a value that is not one of :data:`INCLUDABLE`.
+    """
+    for i, value in enumerate(include or []):
+        if value not in INCLUDABLE:
+            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
+                                      param=f"include.{i}", code="invalid_value")
+    return FILE_SEARCH_RESULTS in (include or [])
