@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import httpx
 import openai
+import psycopg
 import pytest
 
 from chalicelib.responses import conversations, history, summarize
 from chalicelib.responses import conversations_store as cstore
 from chalicelib.responses.turns import Turn
-from chalicelib.store.db import connect
+from chalicelib.store.db import connect, tenant_connection
 from tests.fakes.chat_server import call, error, text, tool_calls
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather in a city.",
@@ -406,3 +407,22 @@ def test_another_tenant_can_do_nothing_with_a_conversation(client, make_client, 
     assert fake.requests == []
     assert client.conversations.retrieve(conv.id).metadata == {"owner": "acme"}
     assert _texts(_all_items(client, conv.id)) == [("user", "secret")]
+
+
+def test_the_database_wall_hides_and_guards_conversations(client, make_client, api_settings):
+    conv = client.conversations.create(items=[user("for acme only")])
+    make_client("intruder").conversations.create()  # the intruder is a tenant with rows of its own
+    with tenant_connection(api_settings, "intruder") as conn:
+        for table in ("conversations", "conversation_items"):
+            assert conn.execute(f"SELECT count(*) FROM {table} WHERE tenant_id = 'acme'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM conversations").fetchone()[0] >= 1  # its own are there
+        assert conn.execute("UPDATE conversations SET metadata = '{}' WHERE id = %s", (conv.id,)).rowcount == 0
+        assert conn.execute("DELETE FROM conversation_items WHERE conversation_id = %s", (conv.id,)).rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("INSERT INTO conversation_items (conversation_id, tenant_id, id, turn, item) "
+                         "VALUES (%s, 'acme', 'msg_planted', 't', '{}')", (conv.id,))
+        # its own tenant id cannot join acme's conversation either (the key names both)
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute("INSERT INTO conversation_items (conversation_id, tenant_id, id, turn, item) "
+                         "VALUES (%s, 'intruder', 'msg_planted', 't', '{}')", (conv.id,))
+    assert _texts(_all_items(client, conv.id)) == [("user", "for acme only")]

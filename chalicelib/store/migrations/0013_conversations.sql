@@ -17,19 +17,21 @@ CREATE TABLE conversations (
     metadata     jsonb NOT NULL DEFAULT '{}',
     created_at   timestamptz NOT NULL DEFAULT now(),
     summary      jsonb,                                -- the cached summary (chalicelib/responses/summarize.py)
-    summary_seq  bigint                                -- position of the last item the summary covers
+    summary_seq  bigint,                               -- position of the last item the summary covers
+    UNIQUE (id, tenant_id)                             -- items name both: none can join another tenant's
 );
 CREATE INDEX conversations_tenant ON conversations (tenant_id, id COLLATE "C");
 
 CREATE TABLE conversation_items (
     seq              bigint GENERATED ALWAYS AS IDENTITY,  -- position: items are read in seq order
-    conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    conversation_id  text NOT NULL,
     tenant_id        text NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
     id               text NOT NULL,                    -- the item's id ('msg_...', 'fc_...', or the client's)
     turn             text NOT NULL,                    -- the write that added it (a response id, or 'turn_...')
     item             jsonb,                            -- the item as listed (file_search results kept); NULL: deleted
     created_at       timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (conversation_id, id)
+    PRIMARY KEY (conversation_id, id),
+    FOREIGN KEY (conversation_id, tenant_id) REFERENCES conversations (id, tenant_id) ON DELETE CASCADE
 );
 CREATE INDEX conversation_items_order ON conversation_items (conversation_id, seq);
 
