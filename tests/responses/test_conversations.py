@@ -5,6 +5,8 @@ delete, items (create up to 20, list with cursors and ``include``, retrieve, del
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import openai
 import psycopg
@@ -265,6 +267,30 @@ def test_failed_responses_add_nothing_and_store_false_still_joins(client, fake):
         client.responses.retrieve(r.id)
     assert _texts(_all_items(client, conv.id, order="asc")) == [
         ("user", "Hello"), ("user", "Remember me"), ("assistant", "Not stored, but remembered.")]
+
+
+def test_a_conversation_deleted_while_its_response_streams_leaves_the_response_whole(client, fake):
+    conv = client.conversations.create(items=[user("Hello")])
+    gate = threading.Event()
+    timer = threading.Timer(20, gate.set)  # never hang the suite
+    timer.start()
+    fake.push(text("A slow answer, word by word.", gate=gate, gate_after=1))
+    try:
+        with client.responses.create(model="fake-model", input="Take your time.", conversation=conv.id,
+                                     stream=True) as stream:
+            events = []
+            for event in stream:
+                events.append(event)
+                if event.type == "response.output_text.delta" and not gate.is_set():
+                    client.conversations.delete(conv.id)  # while the model is still answering
+                    gate.set()
+    finally:
+        timer.cancel()
+    final = events[-1]
+    assert final.type == "response.completed" and final.response.output_text == "A slow answer, word by word."
+    assert client.responses.retrieve(final.response.id).status == "completed"
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.retrieve(conv.id)
 
 
 def test_conversation_with_previous_response_id_is_refused(client, fake):
