@@ -182,13 +182,13 @@ def _continued(settings: Settings, tenant_id: str, previous_response_id: str | N
         NotFoundError: (404) no such conversation or stored response for this tenant.
         InvalidRequestError: (400) an input item reusing the id of a conversation's item.
     """
-    if conversation_id is None and previous_response_id is None:
-        return None
-    with tenant_connection(settings, tenant_id) as conn:
-        if conversation_id is not None:
+    if conversation_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
             return conversations.load_chain(conn, tenant_id, conversation_id, new_items)
-        assert previous_response_id is not None
-        return chains.load(conn, tenant_id, previous_response_id)
+    if previous_response_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            return chains.load(conn, tenant_id, previous_response_id)
+    return None
 
 
 def _refuse_unsupported(req: schemas.CreateResponse) -> None:
