@@ -40,7 +40,7 @@ from chalicelib.responses.tokens import messages_tokens
 from chalicelib.responses.turns import Chain, Summary, Turn
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.paging import Page
-from chalicelib.validation import check_storable, validate
+from chalicelib.validation import validate
 from chalicelib.wire import Metadata
 
 __all__ = [
@@ -70,8 +70,6 @@ MAX_ITEMS = 20
 # gateways reproduce it (e.g. SGLang's router).
 MUTUALLY_EXCLUSIVE = ("Mutually exclusive parameters. Ensure you are only providing one of: 'previous_response_id' "
                       "or 'conversation'.")
-# Item ids as path parameters: at most this many characters (the longest id an input item may carry).
-MAX_ITEM_ID = 128
 # The prefix of a turn written through the Conversations API (a response's turn is its response id).
 TURN = "turn_"
 
@@ -344,15 +342,15 @@ def _conversation_id(value: str) -> str:
 
 
 def _item_id(value: str) -> str:
-    """A path's item id: 1 to :data:`MAX_ITEM_ID` storable characters (any prefix: clients name their items).
+    """A path's item id: what an item id may be (:data:`chalicelib.responses.schemas.ITEM_ID`, any prefix:
+    clients name their items).
 
     Raises:
         InvalidRequestError: (400, param ``item_id``) anything else.
     """
-    if not value or len(value) > MAX_ITEM_ID:
-        raise InvalidRequestError(f"Invalid 'item_id': expected 1 to {MAX_ITEM_ID} characters.", param="item_id",
-                                  code="invalid_id")
-    check_storable(value, "item_id")
+    if not schemas.ITEM_ID.fullmatch(value):
+        raise InvalidRequestError("Invalid 'item_id': expected an ID of 1 to 128 letters, numbers, underscores, or "
+                                  "dashes.", param="item_id", code="invalid_id")
     return value
 
 

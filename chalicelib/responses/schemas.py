@@ -9,9 +9,10 @@ field rather than silently ignored: ``background``, ``prompt``, non-text ``text.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from chalicelib.errors import InvalidRequestError
 from chalicelib.validation import validate
@@ -29,6 +30,8 @@ INCLUDABLE = frozenset({
     "computer_call_output.output.image_url", "code_interpreter_call.outputs", "reasoning.encrypted_content",
     "message.output_text.logprobs"})
 FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+# Item ids a client may give: OpenAI's charset ("letters, numbers, underscores, or dashes"), Engram's length cap.
+ITEM_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # whole string: ITEM_ID.fullmatch
 
 
 class _Body(BaseModel):
@@ -144,6 +147,20 @@ class CreateResponse(_Body):
 
 # ---- input items ----
 
+def check_item_id(value: str) -> str:
+    """``value`` if it is a valid item id (:data:`ITEM_ID`).
+
+    Raises:
+        ValueError: anything else (pydantic turns it into a 400 naming the field).
+    """
+    if not ITEM_ID.fullmatch(value):
+        raise ValueError("expected an ID of 1 to 128 letters, numbers, underscores, or dashes")
+    return value
+
+
+ItemId = Annotated[str, AfterValidator(check_item_id)]
+
+
 class InputText(_Body):
     """``{"type": "input_text", "text"}``."""
 
@@ -175,7 +192,7 @@ class MessageItem(_Body):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[ContentPart]
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -205,7 +222,7 @@ class FunctionCallItem(_Body):
     call_id: str = Field(min_length=1, max_length=128)
     name: str = Field(pattern=FUNCTION_NAME)
     arguments: str
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
 
 class FunctionCallOutputItem(_Body):
@@ -214,7 +231,7 @@ class FunctionCallOutputItem(_Body):
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1, max_length=128)
     output: str | list[InputText]
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
 
 class FileSearchResultItem(_Body):
@@ -233,7 +250,7 @@ class FileSearchCallItem(_Body):
     """A ``file_search_call`` replayed as input (e.g. a previous output sent back verbatim)."""
 
     type: Literal["file_search_call"]
-    id: str = Field(max_length=128)
+    id: ItemId
     queries: list[str]
     status: str = "completed"
     results: list[FileSearchResultItem] | None = None

@@ -175,9 +175,13 @@ def test_bad_ids_and_bodies_are_4xx(client):
         with pytest.raises(openai.BadRequestError) as caught:
             client.conversations.retrieve(bad)
         assert caught.value.body["param"] == "conversation_id"
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.conversations.items.retrieve("x" * 200, conversation_id=conv.id)
-    assert caught.value.body["param"] == "item_id"
+    for bad_item in ("x" * 200, "a.b", "a b"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.conversations.items.retrieve(bad_item, conversation_id=conv.id)
+        assert caught.value.body["param"] == "item_id"
+    with pytest.raises(openai.BadRequestError) as caught:  # item ids are OpenAI's charset, so cursors always work
+        client.conversations.items.create(conv.id, items=[user("x", id="note.1")])
+    assert caught.value.body["param"] == "items.0.id" and "underscores, or dashes" in caught.value.message
     with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.update(conv.id, metadata={"k": "v" * 513})
     assert caught.value.body["param"] == "metadata"
