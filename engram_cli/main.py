@@ -23,7 +23,7 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import agents_cli, jobs_cli, memory_cli, service, stores_cli, tenants_cli
+from engram_cli import agents_cli, conversations_cli, jobs_cli, memory_cli, service, stores_cli, tenants_cli
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
@@ -383,6 +383,7 @@ app.add_typer(jobs_cli.app, name="jobs")
 app.add_typer(memory_cli.app, name="memory")
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(tenants_cli.app, name="tenants")
+app.add_typer(conversations_cli.app, name="conversations")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

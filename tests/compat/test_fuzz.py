@@ -8,10 +8,14 @@ generated request can legitimately write, by construction:
   file) only ever name objects that do not exist;
 - the purges (``DELETE /v1/memories``, ``DELETE /mem0/v1/memories``) are only ever given scope ids they refuse;
 - routes that create (``POST /files``, ``/vector_stores``, ``/vector_stores/{id}/files``, ``/file_batches``,
-  ``/uploads``) always carry a "poison": a field that is invalid, or a file id that does not exist (checked before
-  anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
-- ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
-  called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
+  ``/uploads``, ``/conversations``) always carry a "poison": a field that is invalid, or a file id that does not
+  exist (checked before anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever
+  name nothing;
+- ``POST /responses`` always names a ``previous_response_id`` or a ``conversation`` that does not exist (checked
+  before the model is called or anything is stored); no response exists, so the routes under ``/responses/{id}``
+  only ever name nothing;
+- the routes that change a conversation (update, delete, add items, delete an item) only ever name conversations
+  that do not exist; reading routes may name the real one and its real item;
 - the mem0 adapter's add (``POST /mem0/v3/memories/add``) carries the same poison as ``POST /v1/memories`` (an
   invalid ``user_id``); its get_all and search are read-only;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
@@ -67,7 +71,8 @@ REAL_STORE_OK = {
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
-            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB}
+            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
+            "item_id": ids.MESSAGE}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 PURGES = {"/v1/memories", "/mem0/v1/memories"}  # DELETE: a whole scope, named in the query string
 
@@ -91,7 +96,10 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
         ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
         ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
-        ("DELETE", "/mem0/v1/memories")} == WRITES
+        ("DELETE", "/mem0/v1/memories"),
+        ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
+        ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
+        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -109,6 +117,8 @@ class Real:
     vector_store_id: str
     file_id: str
     batch_id: str
+    conversation_id: str
+    item_id: str
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +138,13 @@ def real(make_client) -> Real:
     g = c.files.create(file=("fuzz2.txt", b"A second file about harbours."), purpose="assistants")
     batch = c.vector_stores.file_batches.create(store.id, file_ids=[g.id])
     assert batch.status == "completed"
-    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id)
+    conversation = c.conversations.create(metadata={"k": "v"}, items=[
+        {"role": "user", "content": "Where is the lighthouse?"},
+        {"type": "file_search_call", "id": "fs_fuzz", "queries": ["lighthouse"], "status": "completed",
+         "results": [{"file_id": f.id, "filename": "fuzz.txt", "score": 0.9, "text": "lighthouses and tides"}]}])
+    item = c.conversations.items.list(conversation.id, order="asc").data[0]
+    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id, conversation_id=conversation.id,
+                item_id=item.id)
 
 
 SNAPSHOT_QUERIES = {
@@ -150,6 +166,8 @@ SNAPSHOT_QUERIES = {
     "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, metadata, valid_to, expires_at FROM memories",
     "memory_history": "SELECT id, memory_id, event, old_memory, new_memory FROM memory_history",
     "memory_jobs": "SELECT id, status FROM memory_jobs",
+    "conversations": "SELECT id, tenant_id, metadata, summary, summary_seq FROM conversations",
+    "conversation_items": "SELECT conversation_id, id, seq, turn, md5(item::text) FROM conversation_items",
 }
 
 
@@ -162,7 +180,7 @@ def _snapshot(api_settings) -> dict[str, list]:
 def before(api_settings, real, server) -> dict[str, list]:
     """Every stored row, before the module's fuzzing."""
     snapshot = _snapshot(api_settings)
-    assert snapshot["chunks"] and snapshot["file_batches"]
+    assert snapshot["chunks"] and snapshot["file_batches"] and snapshot["conversation_items"]
     return snapshot
 
 
@@ -275,6 +293,15 @@ FIELDS = {
     "expiration_date": st.one_of(st.sampled_from(["2030-01-31", "9999-12-31", "0001-01-01", "2030-02-30"]), text),
     "timestamp": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00+05:00", "-1", "1e400"])),
     "reference_date": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00Z", "9999-12-31"])),
+    "items": st.one_of(json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "developer"]), text)}, optional={
+            "type": st.one_of(st.sampled_from(["message", "function_call", "function_call_output",
+                                               "file_search_call", "reasoning"]), text),
+            "id": st.one_of(st.sampled_from(["msg_x", "fs_fuzz", "", "x" * 200]), text),
+            "content": st.one_of(text, st.lists(json_value, max_size=3)), "call_id": text, "name": text,
+            "arguments": text, "output": scalar, "queries": json_value})), max_size=25)),
+    "conversation": st.one_of(st.sampled_from([unknown_id(ids.CONVERSATION), {"id": unknown_id(ids.CONVERSATION)},
+                                               "conv_", {"id": None}, {}]), json_value),
 }
 # Fields each body-taking route reads (others are sent too: unknown fields must be ignored).
 ROUTE_FIELDS = {
@@ -287,7 +314,10 @@ ROUTE_FIELDS = {
     "/v1/vector_stores/{vector_store_id}/file_batches": ["file_ids", "files", "attributes", "chunking_strategy"],
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
-    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
+    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata", "conversation"],
+    "/v1/conversations": ["items", "metadata"],
+    "/v1/conversations/{conversation_id}": ["metadata"],
+    "/v1/conversations/{conversation_id}/items": ["items"],
     "/mem0/v3/memories/add": ["messages", "user_id", "filters", "metadata", "infer", "timestamp", "expiration_date"],
     "/mem0/v3/memories/search": ["query", "filters", "user_id", "top_k", "threshold", "metadata", "reference_date"],
     "/mem0/v3/memories": ["filters", "user_id"],
@@ -365,7 +395,18 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "filename": draw(st.sampled_from(["/", "dir/", "\\", 5, ""])),
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
-        body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        if draw(st.booleans()):
+            body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        else:
+            body.pop("previous_response_id", None)
+            body["conversation"] = draw(st.sampled_from([unknown_id(ids.CONVERSATION),
+                                                         {"id": unknown_id(ids.CONVERSATION)}]))
+    elif template == "/v1/conversations" and method == "POST":
+        choice = draw(st.sampled_from(["metadata", "items", "item"]))
+        body[choice if choice != "item" else "items"] = {
+            "metadata": ["not", "an", "object"],
+            "items": [{"role": "user", "content": f"m{i}"} for i in range(21)],
+            "item": [{"role": "user", "content": "ok"}, {"type": "reasoning", "summary": []}]}[choice]
     elif template == "/v1/agents" and method == "POST":
         body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
     elif template in ("/v1/memories", "/mem0/v3/memories/add") and method == "POST":
@@ -403,8 +444,8 @@ query_value = st.one_of(st.sampled_from(["-1", "0", "abc", "1e3", "10001", "101"
                                          "desc", "asc", "ASC", "in_progress", "x", "🦜", "\x00", "a" * 200,
                                          "file-../x", "vs_%00", "' OR 1=1"]), st.text(max_size=20))
 query_params = st.dictionaries(st.sampled_from(["limit", "order", "after", "before", "filter", "purpose", "x",
-                                                "limit[]", "order\x00", "user_id", "run_id"]), query_value,
-                               max_size=4)
+                                                "limit[]", "order\x00", "user_id", "run_id", "include", "include[]"]),
+                               st.one_of(query_value, st.just("file_search_call.results")), max_size=4)
 
 
 @dataclass
@@ -615,6 +656,28 @@ def test_fuzz_updates(http, real, before, metadata, name, attrs, store, ascii):
     call = Call("POST", template, path, {}, _dumps(body, ascii), "application/json")
     response = _send(http, call)
     _event(f"update -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (400, 404), response.text
+
+
+@SMALL
+@given(items=FIELDS["items"], include=st.lists(st.one_of(st.just("file_search_call.results"), query_value), max_size=2),
+       create=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_conversation_items(http, real, before, items, include, create, ascii):
+    """Hostile items reach the item parser: added to a conversation that does not exist, or given to a new
+    conversation after at most 19 of them comes an unsupported item (both checked before anything is written)."""
+    if create:
+        template = path = "/v1/conversations"
+        poisoned = [*items[:19], {"type": "reasoning", "summary": []}] if isinstance(items, list) else items
+        body: dict[str, Any] = {"items": poisoned}
+    else:
+        template = "/v1/conversations/{conversation_id}/items"
+        path = f"/v1/conversations/{unknown_id(ids.CONVERSATION)}/items"
+        body = {"items": items}
+    call = Call("POST", template, path, {"include[]": include[0]} if include else {}, _dumps(body, ascii),
+                "application/json")
+    response = _send(http, call)
+    _event(f"conversation items -> {response.status_code} {(response.json().get('error') or {}).get('param')}")
     _check(response, call)
     assert response.status_code in (400, 404), response.text
 
