@@ -20,8 +20,10 @@ from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
 from chalicelib.api.routes import (
     agents,
+    conversations,
     file_batches,
     files,
+    mem0,
     memories,
     responses,
     uploads,
@@ -47,8 +49,10 @@ app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
-                  memories.bp, agents.bp):
+                  conversations.bp, memories.bp, agents.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
+# mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
+app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 
 
 @app.route("/health")

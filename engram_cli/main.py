@@ -23,7 +23,7 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import agents_cli, jobs_cli, memory_cli, service, tenants_cli
+from engram_cli import agents_cli, conversations_cli, jobs_cli, memory_cli, service, stores_cli, tenants_cli
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
@@ -141,25 +141,10 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
 
 
 @app.command()
-def stores(as_json: bool = typer.Option(False, "--json")) -> None:
-    """List the tenant's vector stores."""
-    with deps.connect() as conn:
-        rows = service.stats(conn)["stores"]
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    table = Table(title=f"Vector stores of tenant {settings().tenant!r}")
-    for column in ("id", "name", "files", "chunks", "model"):
-        table.add_column(column)
-    for s in rows:
-        table.add_row(s["id"], s["name"] or "", str(s["files"]["total"]), str(s["chunks"]), s["embedding_model"])
-    console.print(table)
-
-
-@app.command()
 def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors (the tenant's,
-    and those of objects no tenant owns — a key outside any tenant's prefix — each labelled)."""
+    """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; drop-folder
+    errors (the tenant's, and those of objects no tenant owns — a key outside any tenant's prefix — each
+    labelled)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
@@ -169,12 +154,13 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         print(json.dumps(data, indent=2))
         return
     table = Table(title=f"Engram stats — tenant {data['tenant']!r}")
-    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding"):
+    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding", "shared"):
         table.add_column(column)
     for s in data["stores"]:
         f = s["files"]
         table.add_row(f"{s['name'] or ''} ({s['id']})", str(f["completed"]), str(f["in_progress"]), str(f["failed"]),
-                      str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
+                      str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)",
+                      "yes" if s["shared"] else "")
     console.print(table)
     for e in data["drop_errors"]:
         owner = f"tenant {e['tenant']!r}" if e["tenant"] == data["tenant"] else (
@@ -404,10 +390,12 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q",
             console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
 
+app.add_typer(stores_cli.app, name="stores")
 app.add_typer(jobs_cli.app, name="jobs")
 app.add_typer(memory_cli.app, name="memory")
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(tenants_cli.app, name="tenants")
+app.add_typer(conversations_cli.app, name="conversations")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

@@ -13,7 +13,7 @@ from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
 from chalicelib.validation import parse_json_object, validate
 
-__all__ = ["choice", "json_body", "page", "query", "raw_body", "validate"]
+__all__ = ["choice", "json_body", "page", "query", "raw_body", "repeated", "validate"]
 
 OptionT = TypeVar("OptionT", bound=str)
 
@@ -48,6 +48,15 @@ def json_body(request) -> dict[str, Any]:
 def query(request) -> dict[str, str]:
     """Query parameters, one value each (the last when repeated)."""
     return {k: v for k, v in (request.query_params or {}).items()}
+
+
+def repeated(request, name: str) -> list[str]:
+    """Every value of the query parameter ``name``, sent as ``name[]=a&name[]=b`` (the SDK's array format) or
+    ``name=a&name=b``, in order."""
+    params = request.query_params
+    if not params:
+        return []
+    return [value for key in (f"{name}[]", name) if key in params for value in params.getlist(key)]
 
 
 def page(params: dict[str, str], *, default_limit: int = 20, max_limit: int = 100, before: bool = True) -> Page:

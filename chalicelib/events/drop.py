@@ -28,7 +28,13 @@ from chalicelib import ids
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.errors import (
+    ConflictError,
+    EmbeddingMismatchError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from chalicelib.events import s3_keys, sidecar
 from chalicelib.events.notifications import S3Record, compare_sequencers
 from chalicelib.events.s3_keys import DropKey, DropKeyError
@@ -198,7 +204,8 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
     """The store the key names, created by name when missing.
 
     Raises:
-        _DropError: an unknown ``vs_`` id, an ambiguous or over-long name, another embedding model, expired.
+        _DropError: an unknown ``vs_`` id, another tenant's shared store, an ambiguous or over-long name, another
+            embedding model, expired.
     """
     if len(key.store) > MAX_STORE_NAME_CHARS:
         raise _DropError("invalid_key", f"Vector store names are at most {MAX_STORE_NAME_CHARS} characters.")
@@ -207,6 +214,8 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
         store = vector_stores.find(conn, key.tenant, key.store)
     except ConflictError as exc:
         raise _DropError("ambiguous_store", exc.message) from None
+    except PermissionDeniedError as exc:  # another tenant's shared store: readable, never written to
+        raise _DropError(exc.code or vector_stores.READ_ONLY_CODE, exc.message) from None
     if store is None:
         if key.store.startswith(ids.VECTOR_STORE):
             raise _DropError("store_not_found", f"No vector store {key.store!r} in tenant {key.tenant!r} "

@@ -139,7 +139,7 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
         UpstreamError: embedding the query failed.
     """
     predicate, params = scope_predicate(scope)
-    ranked = rank(conn, EXCHANGES, Scope(tenant_id=tenant_id, predicate=predicate, params=params, rows=1), [query],
+    ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1), [query],
                   embedder=embedder, settings=settings, depth=_CANDIDATES, where=None, indexed_rows=0,
                   weights=Weights(1.0, 1.0))
     kept = [r for r in ranked if (r.similarity or 0.0) >= threshold][:limit]

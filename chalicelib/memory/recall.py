@@ -179,7 +179,7 @@ def _scope(tenant_id: str, query: Query) -> Scope:
     if query.created_before is not None:
         parts.append(sql.SQL("created_at <= %(created_before)s"))
         params["created_before"] = query.created_before
-    return Scope(tenant_id=tenant_id, predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
+    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
 
 
 def scopes_of(hits: Sequence[Hit]) -> list[dict[str, str | None]]:

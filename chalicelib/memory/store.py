@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.memory.model import Memory, MemoryScope
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NewMemory",
     "bump",
     "close",
+    "count",
     "delete",
     "edit",
     "fetch_by_seq",
@@ -80,6 +82,9 @@ _LIST = f"""SELECT {_COLUMNS} FROM memories
 WHERE tenant_id = %(tenant)s AND {{scope}} AND (%(types)s::text[] IS NULL OR memory_type = ANY(%(types)s))
   AND (%(all)s OR ({ACTIVE})) AND {{keyset}}
 ORDER BY {{order}} LIMIT %(page_limit)s"""
+_COUNT = f"""SELECT count(*) FROM memories
+WHERE tenant_id = %(tenant)s AND {{scope}} AND (%(types)s::text[] IS NULL OR memory_type = ANY(%(types)s))
+  AND (%(all)s OR ({ACTIVE}))"""
 _CLOSE = """
 UPDATE memories SET valid_to = coalesce(%(valid_to)s, now()), superseded_by = %(superseded_by)s,
     invalidated_by = %(invalidated_by)s, updated_at = now()
@@ -289,6 +294,16 @@ def list_page(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, page
                                        "types": list(memory_types) if memory_types else None,
                                        "all": include_inactive}).fetchall()
     return trim(page, rows)
+
+
+def count(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, *, memory_types: Sequence[str] | None = None,
+          include_inactive: bool = False) -> int:
+    """How many memories :func:`list_page` pages through for the same arguments."""
+    predicate, params = scope_predicate(scope)
+    statement = sql.SQL(_COUNT).format(scope=predicate)
+    return int(one(conn.execute(statement, {**params, "tenant": tenant_id,
+                                            "types": list(memory_types) if memory_types else None,
+                                            "all": include_inactive}))[0])
 
 
 def close(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, valid_to: datetime | None,

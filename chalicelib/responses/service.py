@@ -24,11 +24,12 @@ from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
 from chalicelib.memory import exchanges
-from chalicelib.responses import agents, citations, history, items, loop, memory, schemas, store, tools
+from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
 from chalicelib.responses.tokens import messages_tokens
+from chalicelib.responses.turns import Chain
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.paging import Page
 
@@ -55,6 +56,7 @@ class Run:
     recalled: memory.Recalled | None = None
     include_memory: bool = False
     thread_id: str | None = None
+    conversation_id: str | None = None
     error: EngramError | None = field(default=None, init=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
@@ -78,7 +80,7 @@ class Run:
         except Exception as exc:  # a bug or an unexpected driver error: logged, reported generically
             logger.exception("response %s failed", state.id)
             self._fail(EngramError(_GENERIC), exc)
-        if self.store:
+        if self.store or self.conversation_id is not None:
             self._remember()
             try:
                 self._persist()
@@ -111,15 +113,25 @@ class Run:
         self.state.finish("failed")
 
     def _persist(self) -> None:
+        """Store the response (``store``) and add its turn to its conversation, in one transaction. A response in
+        a conversation caches its summary there, and its own history is its turn alone."""
         state = self.state
-        turn_tokens = messages_tokens(items.to_messages([*self.input_items, *state.output]))
-        row = store.StoredResponse(
-            id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
-            created_at=None, status=state.status, response=state.body(include_results=True),
-            input_items=self.input_items, turn_tokens=turn_tokens, history_tokens=self.history.tokens + turn_tokens,
-            summary=self.history.summary if self.history.computed else None)
-        with tenant_connection(self.settings, self.tenant_id) as conn:
-            store.insert(conn, row)
+        turn = [*self.input_items, *state.output]
+        turn_tokens = messages_tokens(items.to_messages(turn))
+        computed = self.history.summary if self.history.computed else None
+        joined = self.conversation_id is not None
+        with tenant_connection(self.settings, self.tenant_id) as conn, conn.transaction():
+            if self.store:
+                store.insert(conn, store.StoredResponse(
+                    id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
+                    created_at=None, status=state.status, response=state.body(include_results=True),
+                    input_items=self.input_items, turn_tokens=turn_tokens,
+                    history_tokens=turn_tokens if joined else self.history.tokens + turn_tokens,
+                    summary=None if joined else computed))
+            if self.conversation_id is not None:
+                conversations.record_turn(conn, self.tenant_id, self.conversation_id, response_id=state.id,
+                                          turn_items=turn if state.status in ("completed", "incomplete") else None,
+                                          summary=computed)
 
 
 def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -128,7 +140,7 @@ def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> I
     Raises (before any event):
         InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, no backend
             configured for the model (param ``model``).
-        NotFoundError: (404) ``previous_response_id`` or a vector store unknown to the tenant.
+        NotFoundError: (404) ``previous_response_id``, ``conversation`` or a vector store unknown to the tenant.
         UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
     """
     return prepare(settings, tenant_id, body).events()
@@ -159,6 +171,7 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
         body = agents.merge(body, profile)
     req = validate(schemas.CreateResponse, body)
     _refuse_unsupported(req)
+    conversation_id = conversations.requested(req.conversation, previous_response_id=req.previous_response_id)
     new_items = items.input_items(schemas.parse_input(req.input))
     parsed_tools = schemas.parse_tools(req.tools)
     file_search_tool, functions = _tools(parsed_tools)
@@ -174,16 +187,16 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     if file_search_tool is not None:
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
         searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
-    past, thread_id = history.EMPTY, None
-    if req.previous_response_id is not None:
-        with tenant_connection(settings, tenant_id) as conn:
-            chain = chains.load(conn, tenant_id, req.previous_response_id)
-            if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
+    chain = _continued(settings, tenant_id, req.previous_response_id, conversation_id, new_items)
+    thread_id = conversation_id
+    if thread_id is None and req.previous_response_id is not None and chain is not None:
+        if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
+            with tenant_connection(settings, tenant_id) as conn:
                 thread_id = exchanges.thread_of(conn, tenant_id, req.previous_response_id)
         thread_id = thread_id or (chain.turns[0].id if chain.turns else req.previous_response_id)
-        summarizing = settings if plan is None or plan.summarization else dataclasses.replace(
-            settings, summary_threshold_tokens=NEVER_SUMMARIZE)
-        past = history.build(summarizing, chain, model=req.model)
+    summarizing = settings if plan is None or plan.summarization else dataclasses.replace(
+        settings, summary_threshold_tokens=NEVER_SUMMARIZE)
+    past = history.build(summarizing, chain, model=req.model) if chain is not None else history.EMPTY
     recalled = None
     if plan is not None and plan.recall:
         recalled = memory.recall_for(settings, tenant_id, plan, _last_user_text(new_items),
@@ -193,7 +206,8 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
     messages += items.to_messages(new_items)
     items.check_tool_outputs(messages)
-    state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model, echo=_echo(req, parsed_tools))
+    state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
+                          echo=_echo(req, parsed_tools, conversation_id))
     state.summary_usage = past.usage
     if recalled is not None:
         state.output.append(recalled.item)
@@ -208,7 +222,8 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
         top_p=req.top_p, sources=past.sources)
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
-               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=thread_id)
+               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=thread_id,
+               conversation_id=conversation_id)
 
 
 def _profile_and_defaults(settings: Settings, tenant_id: str,
@@ -236,14 +251,30 @@ def _last_user_text(input_items: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _continued(settings: Settings, tenant_id: str, previous_response_id: str | None, conversation_id: str | None,
+               new_items: list[dict[str, Any]]) -> Chain | None:
+    """The turns a request continues: its conversation's or its ``previous_response_id`` chain (None: neither).
+
+    Raises:
+        NotFoundError: (404) no such conversation or stored response for this tenant.
+        InvalidRequestError: (400) an input item reusing the id of a conversation's item.
+    """
+    if conversation_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            return conversations.load_chain(conn, tenant_id, conversation_id, new_items)
+    if previous_response_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            return chains.load(conn, tenant_id, previous_response_id)
+    return None
+
+
 def _refuse_unsupported(req: schemas.CreateResponse) -> None:
     if req.background:
         raise InvalidRequestError("Background responses are not supported; omit 'background' or set it to false.",
                                   param="background", code="unsupported_parameter")
-    for name in ("conversation", "prompt"):
-        if getattr(req, name) is not None:
-            raise InvalidRequestError(f"'{name}' is not supported; chain responses with 'previous_response_id'.",
-                                      param=name, code="unsupported_parameter")
+    if req.prompt is not None:
+        raise InvalidRequestError("'prompt' is not supported; send the prompt's text as 'instructions' and 'input'.",
+                                  param="prompt", code="unsupported_parameter")
 
 
 def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, list[schemas.FunctionTool]]:
@@ -261,11 +292,7 @@ def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, l
 
 
 def _include(include: list[str] | None) -> bool:
-    for i, value in enumerate(include or []):
-        if value not in schemas.INCLUDABLE:
-            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
-                                      param=f"include.{i}", code="invalid_value")
-    return schemas.FILE_SEARCH_RESULTS in (include or [])
+    return schemas.include_results(include)
 
 
 def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
@@ -288,7 +315,8 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
     return {"name": choice.name}
 
 
-def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict[str, Any]:
+def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool],
+          conversation_id: str | None) -> dict[str, Any]:
     choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
     tool_choice = choice if isinstance(choice, str) else choice.model_dump()
     return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
@@ -296,7 +324,8 @@ def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict
             "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,
             "parallel_tool_calls": req.parallel_tool_calls is not False, "max_tool_calls": req.max_tool_calls,
             "max_output_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
-            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user}
+            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user,
+            "conversation": {"id": conversation_id} if conversation_id is not None else None}
 
 
 # ---- stored responses ----

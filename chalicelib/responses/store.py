@@ -6,34 +6,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
+from chalicelib.responses.turns import Summary, Turn
 from chalicelib.store.paging import Page
 from chalicelib.wire import ResponseStatus
 
 # A chain walk never follows more links than this (a guard; summaries keep real walks short).
 MAX_CHAIN = 10_000
-
-
-class Summary(TypedDict):
-    """A conversation summary cached on a response (:mod:`chalicelib.responses.summarize`): its ``text``, the
-    last turn it folds in (``through``, a response id), its estimated ``tokens``, how many ``turns`` it covers,
-    the ``model`` that wrote it, that call's ``input_tokens``/``output_tokens`` and ``created_at`` (Unix
-    seconds)."""
-
-    text: str
-    through: str
-    tokens: int
-    turns: int
-    model: str
-    input_tokens: int
-    output_tokens: int
-    created_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,17 +35,6 @@ class StoredResponse:
     input_items: list[dict[str, Any]]
     turn_tokens: int
     history_tokens: int
-    summary: Summary | None
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One response of a conversation chain as history needs it (oldest first in :func:`chain`)."""
-
-    id: str
-    input_items: list[dict[str, Any]]
-    output: list[dict[str, Any]]
-    turn_tokens: int
     summary: Summary | None
 
 

@@ -66,7 +66,8 @@ class FileSearch:
 
 
 def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: int) -> FileSearch:
-    """Check a request's ``file_search`` tool (``tools[index]``) against the tenant's stores.
+    """Check a request's ``file_search`` tool (``tools[index]``) against the tenant's stores (and stores other
+    tenants shared, which any tenant may search).
 
     Raises:
         InvalidRequestError: (400) a malformed store id, an expired store, a store of another embedding model,
@@ -83,7 +84,7 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
     with tenant_connection(settings, tenant_id) as conn:
         for store_id in dict.fromkeys(tool.vector_store_ids):
             try:
-                store = vector_stores.get(conn, tenant_id, store_id)
+                store = vector_stores.get(conn, tenant_id, store_id, shared=True)
                 vector_stores.require_active(store, datetime.now(UTC))
                 vector_stores.check_embedding(store, embedder.model, embedder.dimension)
             except (NotFoundError, InvalidRequestError) as exc:

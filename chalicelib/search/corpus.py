@@ -14,6 +14,7 @@ BM25's collection statistics come from one of two places:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,7 +62,9 @@ class Scope:
     """The rows one search may return.
 
     Attributes:
-        tenant_id: the caller's tenant (every statement also filters on it; row-level security stands behind).
+        tenant_ids: the tenants whose rows the scope holds: the caller's, plus the owners of any shared vector stores
+            searched (every statement filters ``tenant_id = ANY(tenant_ids)``; row-level security, acting as the
+            caller, stands behind and lets the caller read exactly its own rows and shared stores' rows).
         predicate: an SQL boolean over the corpus table, alias-free (e.g. ``vector_store_id = ANY(%(stores)s)``),
             with its named ``params``.
         rows: how many rows the scope holds (an estimate will do): chooses exact vs HNSW vector search and
@@ -69,7 +72,7 @@ class Scope:
         partitions: the partitions the scope covers (vector store ids), for maintained statistics.
     """
 
-    tenant_id: str
+    tenant_ids: tuple[str, ...]
     predicate: sql.Composable
     params: dict[str, Any]
     rows: int
@@ -87,7 +90,10 @@ MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_colu
 EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
 
 
-def store_scope(tenant_id: str, store_ids: list[str], rows: int) -> Scope:
-    """The chunks of the tenant's vector stores ``store_ids`` (holding ``rows`` chunks together)."""
-    return Scope(tenant_id=tenant_id, predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
+def store_scope(tenant_ids: str | Sequence[str], store_ids: list[str], rows: int) -> Scope:
+    """The chunks of vector stores ``store_ids`` (holding ``rows`` chunks together) owned by ``tenant_ids``: one
+    tenant, or several (the caller and the owners of shared stores among ``store_ids``; duplicates are dropped)."""
+    owners = (tenant_ids,) if isinstance(tenant_ids, str) else tuple(dict.fromkeys(tenant_ids))
+    return Scope(tenant_ids=owners,
+                 predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
                  params={"scope_stores": list(store_ids)}, rows=rows, partitions=tuple(store_ids))

@@ -68,8 +68,8 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
 
 
 def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:
-    params: dict[str, Any] = {**scope.scope.params, "tenant": scope.scope.tenant_id, "dim": scope.dim}
-    clause = sql.SQL("tenant_id = %(tenant)s AND ({}) AND embedding_dim = %(dim)s").format(scope.scope.predicate)
+    params: dict[str, Any] = {**scope.scope.params, "tenants": list(scope.scope.tenant_ids), "dim": scope.dim}
+    clause = sql.SQL("tenant_id = ANY(%(tenants)s) AND ({}) AND embedding_dim = %(dim)s").format(scope.scope.predicate)
     if where is not None:
         clause = sql.SQL("{} AND {}").format(clause, where.expression)
         params.update(where.params)

@@ -6,15 +6,23 @@ generated request can legitimately write, by construction:
 
 - routes that change a stored object (update/delete a store, delete a file, cancel a batch, update/detach a store
   file) only ever name objects that do not exist;
+- the mem0 purge (``DELETE /mem0/v1/memories``) is only ever given scope ids it refuses; the native purge
+  (``DELETE /v1/memories``) names any scope but the real memories' (their owner id is made at run time: hypothesis
+  draws constants from the source, never this one), so it removes nothing;
 - routes that create (``POST /files``, ``/vector_stores``, ``/vector_stores/{id}/files``, ``/file_batches``,
-  ``/uploads``) always carry a "poison": a field that is invalid, or a file id that does not exist (checked before
-  anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
-- ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
-  called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
+  ``/uploads``, ``/conversations``) always carry a "poison": a field that is invalid, or a file id that does not
+  exist (checked before anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever
+  name nothing;
+- ``POST /responses`` always names a ``previous_response_id`` or a ``conversation`` that does not exist (checked
+  before the model is called or anything is stored); no response exists, so the routes under ``/responses/{id}``
+  only ever name nothing;
+- the routes that change a conversation (update, delete, add items, delete an item) only ever name conversations
+  that do not exist; reading routes may name the real one and its real item;
 - ``POST /memories`` always carries a field its schema refuses, or infers with no memory model configured (refused
-  before anything is written, the ``Idempotency-Key`` included); updates and deletes of a memory only ever name
-  memories that do not exist; a purge (``DELETE /memories``) names any scope but the real memory's, whose ids are
-  made at run time (hypothesis draws constants from the source, never these), so it purges nothing;
+  before anything is written, the ``Idempotency-Key`` included); updates, restores and deletes of a memory only
+  ever name memories that do not exist;
+- the mem0 adapter's add (``POST /mem0/v3/memories/add``) carries an invalid ``user_id``; its get_all and search
+  are read-only;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -56,11 +64,13 @@ SEARCH = settings(HYPOTHESIS, max_examples=400)
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 PATH_PARAM = re.compile(r"\{(\w+)\}")
 ROUTES = sorted((path, method) for path, methods in application.app.routes.items() for method in methods
-                if path.startswith("/v1/"))
+                if path.startswith(("/v1/", "/mem0/")))
 
 # Which path parameters may name a real object, per (method, template); the rest only ever name nothing.
 READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search"),
-                                                        ("POST", "/v1/memories/search")}
+                                                        ("POST", "/v1/memories/search"),
+                                                        ("POST", "/mem0/v3/memories"),
+                                                        ("POST", "/mem0/v3/memories/search")}
 REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/files"),  # poisoned file_id
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches"),  # poisoned file ids
@@ -70,7 +80,8 @@ REAL_STORE_OK = {
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
-            "agent_id": ids.AGENT}
+            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
+            "item_id": ids.MESSAGE}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -91,7 +102,12 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
         ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
         ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
-        ("POST", "/v1/memories/{memory_id}/restore")} == WRITES
+        ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
+        ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
+        ("DELETE", "/mem0/v1/memories"),
+        ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
+        ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
+        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -109,6 +125,8 @@ class Real:
     vector_store_id: str
     file_id: str
     batch_id: str
+    conversation_id: str
+    item_id: str
     memory_id: str
     job_id: str
     owner: str  # the real memories' user_id (made at run time: no strategy ever draws it)
@@ -131,6 +149,11 @@ def real(make_client, http) -> Real:
     g = c.files.create(file=("fuzz2.txt", b"A second file about harbours."), purpose="assistants")
     batch = c.vector_stores.file_batches.create(store.id, file_ids=[g.id])
     assert batch.status == "completed"
+    conversation = c.conversations.create(metadata={"k": "v"}, items=[
+        {"role": "user", "content": "Where is the lighthouse?"},
+        {"type": "file_search_call", "id": "fs_fuzz", "queries": ["lighthouse"], "status": "completed",
+         "results": [{"file_id": f.id, "filename": "fuzz.txt", "score": 0.9, "text": "lighthouses and tides"}]}])
+    item = c.conversations.items.list(conversation.id, order="asc").data[0]
     owner = f"owner-{uuid.uuid4().hex}"
     added = http.post("/v1/memories", json={"messages": "The lighthouse keeper drinks tea at dusk.", "user_id": owner,
                                             "infer": False, "metadata": {"n": 1, "s": "x"}},
@@ -147,8 +170,8 @@ def real(make_client, http) -> Real:
             break
         time.sleep(0.05)
     assert job["status"] == "completed", job
-    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id, memory_id=memory["id"], job_id=job["id"],
-                owner=owner)
+    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id, conversation_id=conversation.id,
+                item_id=item.id, memory_id=memory["id"], job_id=job["id"], owner=owner)
 
 
 SNAPSHOT_QUERIES = {
@@ -166,6 +189,7 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
     "embedding_cache": "SELECT tenant_id, model, sha256 FROM embedding_cache",
     # a search records its hits' access (access_count, last_accessed_at), as reads of stores touch last_active_at
     "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence, "
@@ -177,11 +201,12 @@ SNAPSHOT_QUERIES = {
                    "updated_at, completed_at FROM memory_jobs",
     "idempotency_keys": "SELECT tenant_id, key, route, request_sha256, status_code, response, user_id "
                         "FROM idempotency_keys",
-    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
     "exchanges": "SELECT id, tenant_id, response_id, md5(user_prompt), md5(assistant_response) FROM exchanges",
     # every purge is audited, also of a scope that held nothing: those entries alone may appear
     "memory_audit": "SELECT id, tenant_id, event, entity_type, entity_id, user_id, details FROM memory_audit "
                     "WHERE event <> 'purge' OR EXISTS (SELECT 1 FROM jsonb_each_text(details) WHERE value <> '0')",
+    "conversations": "SELECT id, tenant_id, metadata, summary, summary_seq FROM conversations",
+    "conversation_items": "SELECT conversation_id, id, seq, turn, md5(item::text) FROM conversation_items",
 }
 
 
@@ -194,7 +219,7 @@ def _snapshot(api_settings) -> dict[str, list]:
 def before(api_settings, real, server) -> dict[str, list]:
     """Every stored row, before the module's fuzzing."""
     snapshot = _snapshot(api_settings)
-    assert snapshot["chunks"] and snapshot["file_batches"]
+    assert snapshot["chunks"] and snapshot["file_batches"] and snapshot["conversation_items"]
     assert snapshot["memories"] and snapshot["memory_history"] and snapshot["memory_jobs"]
     assert snapshot["idempotency_keys"]
     # an inferring add is refused before anything is written only while no memory model is configured
@@ -309,23 +334,34 @@ FIELDS = {
             "ranking_options": ranking_options, "max_num_results": scalar, "name": text,
             "parameters": json_value})), max_size=3),
     "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required", {"type": "file_search"}]), json_value),
-    # memories
-    "messages": st.one_of(text, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+    "messages": st.one_of(text, json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
         {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), text)}, optional={
             "content": st.one_of(text, st.lists(st.one_of(json_value, st.fixed_dictionaries(
                 {"type": st.one_of(st.sampled_from(["text", "input_text", "image"]), text), "text": text})),
                 max_size=3)),
-            "name": text})), max_size=4), json_value),
-    "user_id": scope_id, "agent_id": scope_id, "run_id": scope_id, "memory": text,
-    "infer": flag, "async": flag, "pinned": flag, "include_invalidated": flag, "verified": flag,
+            "name": text})), max_size=4)),
+    "user_id": st.one_of(st.just("fuzz-user"), scope_id), "agent_id": scope_id, "run_id": scope_id,
+    "top_k": st.one_of(st.integers(-5, 200), scalar), "threshold": scalar, "text": text, "infer": flag,
+    "memory": text, "async": flag, "pinned": flag, "include_invalidated": flag, "verified": flag,
     "memory_type": memory_type, "memory_types": st.one_of(st.lists(memory_type, max_size=20), json_value),
     "categories": st.one_of(st.lists(text, max_size=20), json_value), "importance": weight,
-    "score_threshold": weight, "top_k": st.one_of(st.integers(-5, 200), scalar),
-    "expires_at": unix_time, "timestamp": unix_time, "as_of": unix_time, "created_after": unix_time,
+    "score_threshold": weight, "expires_at": unix_time, "as_of": unix_time, "created_after": unix_time,
     "created_before": unix_time,
     "ranking": st.one_of(st.sampled_from(["semantic", "keyword", "balanced", "recency", "priority", "fastest"]),
                          st.fixed_dictionaries({}, optional={"vector": weight, "text": weight, "recency": weight,
                                                              "importance": weight}), json_value),
+    "expiration_date": st.one_of(st.sampled_from(["2030-01-31", "9999-12-31", "0001-01-01", "2030-02-30"]), text),
+    "timestamp": st.one_of(unix_time, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00+05:00", "-1", "1e400"])),
+    "reference_date": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00Z", "9999-12-31"])),
+    "items": st.one_of(json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "developer"]), text)}, optional={
+            "type": st.one_of(st.sampled_from(["message", "function_call", "function_call_output",
+                                               "file_search_call", "reasoning"]), text),
+            "id": st.one_of(st.sampled_from(["msg_x", "fs_fuzz", "", "x" * 200]), text),
+            "content": st.one_of(text, st.lists(json_value, max_size=3)), "call_id": text, "name": text,
+            "arguments": text, "output": scalar, "queries": json_value})), max_size=25)),
+    "conversation": st.one_of(st.sampled_from([unknown_id(ids.CONVERSATION), {"id": unknown_id(ids.CONVERSATION)},
+                                               "conv_", {"id": None}, {}]), json_value),
 }
 # Values the memory schemas accept (so the dedicated memory runs reach the code behind the schema).
 VALID_MEMORY = {
@@ -360,7 +396,14 @@ ROUTE_FIELDS = {
     "/v1/vector_stores/{vector_store_id}/file_batches": ["file_ids", "files", "attributes", "chunking_strategy"],
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
-    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
+    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata", "conversation"],
+    "/v1/conversations": ["items", "metadata"],
+    "/v1/conversations/{conversation_id}": ["metadata"],
+    "/v1/conversations/{conversation_id}/items": ["items"],
+    "/mem0/v3/memories/add": ["messages", "user_id", "filters", "metadata", "infer", "timestamp", "expiration_date"],
+    "/mem0/v3/memories/search": ["query", "filters", "user_id", "top_k", "threshold", "metadata", "reference_date"],
+    "/mem0/v3/memories": ["filters", "user_id"],
+    "/mem0/v1/memories/{memory_id}": ["text", "metadata", "timestamp", "expiration_date"],
     "/v1/memories": ["messages", "user_id", "agent_id", "run_id", "metadata", "infer", "memory_type", "categories",
                      "importance", "pinned", "expires_at", "timestamp", "async"],
     "/v1/memories/search": ["query", "user_id", "agent_id", "run_id", "filters", "top_k", "score_threshold",
@@ -441,9 +484,22 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "filename": draw(st.sampled_from(["/", "dir/", "\\", 5, ""])),
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
-        body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        if draw(st.booleans()):
+            body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        else:
+            body.pop("previous_response_id", None)
+            body["conversation"] = draw(st.sampled_from([unknown_id(ids.CONVERSATION),
+                                                         {"id": unknown_id(ids.CONVERSATION)}]))
+    elif template == "/v1/conversations" and method == "POST":
+        choice = draw(st.sampled_from(["metadata", "items", "item"]))
+        body[choice if choice != "item" else "items"] = {
+            "metadata": ["not", "an", "object"],
+            "items": [{"role": "user", "content": f"m{i}"} for i in range(21)],
+            "item": [{"role": "user", "content": "ok"}, {"type": "reasoning", "summary": []}]}[choice]
     elif template == "/v1/agents" and method == "POST":
         body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
+    elif template == "/mem0/v3/memories/add" and method == "POST":
+        body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
     elif template == "/v1/memories" and method == "POST":
         choice = draw(st.sampled_from(["user_id", "messages", "importance", "memory_type", "timestamp", "async",
                                        "unknown", "no-model"]))
@@ -488,10 +544,10 @@ query_value = st.one_of(st.sampled_from(["-1", "0", "abc", "1e3", "10001", "101"
                                          "desc", "asc", "ASC", "in_progress", "x", "🦜", "\x00", "a" * 200,
                                          "file-../x", "vs_%00", "' OR 1=1"]), st.text(max_size=20))
 query_params = st.dictionaries(st.sampled_from(["limit", "order", "after", "before", "filter", "purpose", "x",
-                                                "limit[]", "order\x00", "user_id", "agent_id", "run_id",
-                                                "memory_type", "include_inactive"]),
-                               st.one_of(query_value, st.sampled_from(["true", "false", "1", "0", "fact", "u1"])),
-                               max_size=4)
+                                                "limit[]", "order\x00", "user_id", "agent_id", "run_id", "include",
+                                                "include[]", "memory_type", "include_inactive"]),
+                               st.one_of(query_value, st.sampled_from(["file_search_call.results", "true", "false",
+                                                                       "1", "0", "fact", "u1"])), max_size=4)
 
 
 @dataclass
@@ -521,10 +577,14 @@ def calls(draw, real: Real) -> Call:
     for name, value in values.items():
         path_text = path_text.replace("{" + name + "}", value)
     params = draw(query_params)
-    if path == "/v1/memories" and method == "GET" and draw(st.booleans()):
-        params["user_id"] = real.owner  # a read may name the real scope
-    if path == "/v1/memories" and method == "DELETE":  # a purge never does
+    if method == "DELETE" and path == "/mem0/v1/memories":
+        # the mem0 purge names its scope in the query: keep only ids it must refuse (NUL), make the others too long
+        params = {k: (v if k not in ("user_id", "agent_id", "run_id", "app_id") or "\x00" in v else "x" * 200)
+                  for k, v in params.items()}
+    if method == "DELETE" and path == "/v1/memories":  # the native purge: any scope but the real one
         params = {k: v for k, v in params.items() if v != real.owner}
+    if method == "GET" and path == "/v1/memories" and draw(st.booleans()):
+        params["user_id"] = real.owner  # a read may name the real scope
     headers = {}
     if path == "/v1/memories" and method == "POST" and draw(st.booleans()):
         # (httpx refuses header values with surrounding whitespace, so none is sent)
@@ -613,7 +673,7 @@ def _check(response: httpx.Response, call: Call) -> None:
         if (call.method, call.template) == ("DELETE", "/v1/memories"):  # the purge of a scope holding nothing
             assert not any(response.json()["counts"].values()), f"{where}: {response.text}"
             return
-        assert call.method == "GET" or call.template.endswith("/search") or call.template.endswith("/content"), where
+        assert (call.method, call.template) in READ_ONLY or call.template.endswith("/content"), where
         return
     body = response.json()  # unknown paths too (the path normalised away, an empty segment): see test_errors
     assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, f"{where}: {body}"
@@ -660,6 +720,41 @@ def test_fuzz_search_bodies(http, real, before, q, f, r, n, ascii):
     _check(response, call)
 
 
+MEM0_KEYS = ["user_id", "agent_id", "run_id", "app_id", "metadata", "created_at", "AND", "OR", "NOT"]
+mem0_condition = st.one_of(
+    st.fixed_dictionaries({}, optional={"user_id": st.one_of(st.just("fuzz-user"), st.just("*"), json_value),
+                                        "run_id": st.one_of(st.just("*"), text, json_value),
+                                        "metadata": st.one_of(pairs, st.dictionaries(key, st.dictionaries(
+                                            st.sampled_from(["eq", "in", "gte", "contains", "x"]), json_value,
+                                            max_size=2), max_size=3)),
+                                        "created_at": st.one_of(json_value, st.dictionaries(
+                                            st.sampled_from(["gte", "gt", "lte", "lt", "eq"]),
+                                            st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-02-30",
+                                                                                "2024-01-01T10:00:00+01:00"])),
+                                            max_size=3))}),
+    st.dictionaries(st.one_of(st.sampled_from(MEM0_KEYS), key), json_value, max_size=3))
+mem0_filters = st.recursive(mem0_condition, lambda inner: st.fixed_dictionaries(
+    {"AND": st.lists(inner, max_size=4)}, optional={"OR": st.lists(inner, max_size=2)}), max_leaves=10)
+
+
+@SMALL
+@given(f=st.one_of(st.none(), mem0_filters), metadata=st.one_of(st.none(), pairs, json_value),
+       top_k=st.one_of(st.none(), number), when=st.one_of(st.none(), scalar), get_all=st.booleans(),
+       scoped=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_mem0_filters(http, before, f, metadata, top_k, when, get_all, scoped, ascii):
+    """The mem0 adapter's search and get_all with a valid scope and hostile filters, metadata, top_k and dates, so
+    they reach the translation into the native search (and its filter compiler), not only the request schema."""
+    filters = {"AND": [{"user_id": "fuzz-user"}, f]} if scoped and f is not None else f
+    body = {k: v for k, v in (("query", "lighthouses"), ("filters", filters), ("metadata", metadata),
+                              ("top_k", top_k), ("reference_date", when)) if v is not None}
+    template = "/mem0/v3/memories" if get_all else "/mem0/v3/memories/search"
+    call = Call("POST", template, template, {}, _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    _event(f"mem0 {'get_all' if get_all else 'search'} -> {response.status_code} "
+           f"{(response.json().get('error') or {}).get('param') if response.status_code >= 400 else ''}")
+    _check(response, call)
+
+
 @SMALL
 @given(metadata=st.one_of(st.none(), pairs), name=st.one_of(st.none(), text), attrs=st.one_of(st.none(), pairs),
        store=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
@@ -677,6 +772,28 @@ def test_fuzz_updates(http, real, before, metadata, name, attrs, store, ascii):
     call = Call("POST", template, path, {}, _dumps(body, ascii), "application/json")
     response = _send(http, call)
     _event(f"update -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (400, 404), response.text
+
+
+@SMALL
+@given(items=FIELDS["items"], include=st.lists(st.one_of(st.just("file_search_call.results"), query_value), max_size=2),
+       create=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_conversation_items(http, real, before, items, include, create, ascii):
+    """Hostile items reach the item parser: added to a conversation that does not exist, or given to a new
+    conversation after at most 19 of them comes an unsupported item (both checked before anything is written)."""
+    if create:
+        template = path = "/v1/conversations"
+        poisoned = [*items[:19], {"type": "reasoning", "summary": []}] if isinstance(items, list) else items
+        body: dict[str, Any] = {"items": poisoned}
+    else:
+        template = "/v1/conversations/{conversation_id}/items"
+        path = f"/v1/conversations/{unknown_id(ids.CONVERSATION)}/items"
+        body = {"items": items}
+    call = Call("POST", template, path, {"include[]": include[0]} if include else {}, _dumps(body, ascii),
+                "application/json")
+    response = _send(http, call)
+    _event(f"conversation items -> {response.status_code} {(response.json().get('error') or {}).get('param')}")
     _check(response, call)
     assert response.status_code in (400, 404), response.text
 

@@ -209,6 +209,8 @@ def test_delete_scrubs_history_text(api):
     ("get", "/memories?user_id=a%00b", None, "user_id"),
     ("get", "/memories", None, None),
     ("delete", "/memories", None, None),
+    ("get", "/memories?user_id=a%00b", None, "user_id"),
+    ("delete", "/memories?run_id=%00", None, "run_id"),
     ("get", "/memories/vs_123", None, "memory_id"),
     ("post", "/memories/mem_abc", {"memory": ""}, "memory"),
 ])

@@ -276,3 +276,21 @@ def test_streaming_with_memory_shows_the_item_first(lenient, fake):
     assert added[1].item.type == "message" and added[1].output_index == 1
     assert events[-1].type == "response.completed"
     assert "teal" in _system(fake.requests[-1])
+
+
+def test_a_conversation_is_the_thread_of_its_exchanges(lenient, fake):
+    client, http = lenient("conversation-memory")
+    conversation = client.conversations.create()
+    for question, answer in (("I am planning a garden", "Lovely."), ("Tomatoes or peppers?", "Tomatoes.")):
+        fake.push(text(answer))
+        r = client.responses.create(model="fake-model", input=question, conversation=conversation.id,
+                                    extra_body={"memory": {"user_id": "gia", "recall": False}})
+        assert r.status == "completed"
+    deadline = time.monotonic() + 30
+    rows: list = []
+    while time.monotonic() < deadline and len(rows) < 2:
+        with connect(deps.current_settings()) as conn:
+            rows = conn.execute("SELECT thread_id, continuation_seq FROM exchanges WHERE tenant_id = "
+                                "'conversation-memory' ORDER BY seq").fetchall()
+        time.sleep(0.05)
+    assert rows == [(conversation.id, 0), (conversation.id, 0)]

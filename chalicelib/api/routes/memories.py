@@ -27,6 +27,7 @@ from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
 from chalicelib.memory import add_jobs, archive, audit, manage, recall, write
 from chalicelib.memory import store as memories
+from chalicelib.memory.model import Memory
 from chalicelib.memory.store import Edit
 from chalicelib.store import idempotency
 from chalicelib.validation import check_storable
@@ -102,14 +103,47 @@ def create_memories() -> Response:
     return respond(out, status=status, in_progress=status == 202 and out.get("status") in ("queued", "in_progress"))
 
 
+def search(body: dict[str, Any]) -> tuple[SearchMemories, list[recall.Hit]]:
+    """The search behind ``POST /v1/memories/search`` (and the mem0 adapter): the validated body and its hits,
+    best first.
+
+    Raises:
+        InvalidRequestError: a malformed body or filter.
+        UpstreamError: embedding the query failed.
+    """
+    parsed = request.validate(SearchMemories, body)
+    with tenant_db() as conn:
+        hits = recall.search(conn, deps.current_settings(), current_tenant(), to_query(parsed),
+                             embedder=deps.embedder())
+    return parsed, hits
+
+
+def update(memory_id: str, body: dict[str, Any]) -> Memory:
+    """The update behind ``POST /v1/memories/{id}`` (and the mem0 adapter): new ``memory`` text makes a new
+    version (re-embedded, the old one kept and visible with ``as_of``); other fields change in place. Both are
+    recorded in the history.
+
+    Raises:
+        InvalidRequestError: a malformed id or body, or the memory is no longer current.
+        NotFoundError: no such memory for this tenant.
+        UpstreamError: embedding the new text failed (nothing written).
+    """
+    target = checked_id(memory_id)
+    parsed = request.validate(UpdateMemory, body)
+    changes = Edit(memory_type=parsed.memory_type, metadata=parsed.metadata, categories=parsed.categories,
+                   importance=parsed.importance, pinned=parsed.pinned,
+                   set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at),
+                   verified=parsed.verified)
+    with tenant_db() as conn:
+        return manage.update(conn, current_tenant(), target, text=parsed.memory, changes=changes,
+                             embedder=deps.embedder(), valid_from=to_time(parsed.timestamp))
+
+
 @bp.route("/memories/search", methods=["POST"])
 def search_memories() -> dict:
     """The scope's memories that best answer ``query``, scored (``score``, ``score_details``)."""
-    body = request.validate(SearchMemories, request.json_body(bp.current_request))
-    tenant = current_tenant()
-    with tenant_db() as conn:
-        hits = recall.search(conn, deps.current_settings(), tenant, to_query(body), embedder=deps.embedder())
-    return objects.memory_search_page(body.query, hits)
+    parsed, hits = search(request.json_body(bp.current_request))
+    return objects.memory_search_page(parsed.query, hits)
 
 
 @bp.route("/memories", methods=["GET"])
@@ -188,15 +222,7 @@ def retrieve_memory(memory_id: str) -> dict:
 def update_memory(memory_id: str) -> dict:
     """Update a memory: new ``memory`` text makes a new version (re-embedded, the old one kept and visible with
     ``as_of``); other fields change in place. Both are recorded in the history."""
-    target = checked_id(memory_id)
-    body = request.validate(UpdateMemory, request.json_body(bp.current_request))
-    changes = Edit(memory_type=body.memory_type, metadata=body.metadata, categories=body.categories,
-                   importance=body.importance, pinned=body.pinned, set_expires="expires_at" in body.model_fields_set,
-                   expires_at=to_time(body.expires_at), verified=body.verified)
-    with tenant_db() as conn:
-        updated = manage.update(conn, current_tenant(), target, text=body.memory, changes=changes,
-                                embedder=deps.embedder(), valid_from=to_time(body.timestamp))
-    return objects.memory_object(updated)
+    return objects.memory_object(update(memory_id, request.json_body(bp.current_request)))
 
 
 @bp.route("/memories/{memory_id}", methods=["DELETE"])
@@ -224,7 +250,7 @@ def _scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str
     """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings).
 
     Raises:
-        InvalidRequestError: a value holds what Postgres cannot store (NUL), or a boolean is neither true nor false.
+        InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
     """
     out: dict[str, Any] = {}
     for name in ("user_id", "agent_id", "run_id", *extra):
