@@ -30,6 +30,7 @@ __all__ = [
     "close",
     "delete",
     "edit",
+    "episode_neighbours",
     "fetch_by_seq",
     "find_by_hash",
     "get",
@@ -42,6 +43,7 @@ __all__ = [
     "revise",
     "scope_predicate",
     "similar",
+    "similarities",
     "touch",
 ]
 
@@ -69,6 +71,16 @@ RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
 _GET = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
+# A memory's neighbours in its episode: the memories one add stored together (same valid_from and source, i.e. one
+# conversation's messages or facts), in the order they were written (seq), among the scope's visible rows.
+_NEIGHBOURS = """
+WITH ordered AS (
+    SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
+    WHERE tenant_id = %(tenant)s AND ({scope})
+    WINDOW w AS (PARTITION BY valid_from, source_kind, source_id ORDER BY seq))
+SELECT seq, prev, next FROM ordered WHERE seq = ANY(%(seqs)s)"""
+_SIMILARITY = """SELECT seq, 1 - (embedding <=> %(q)s::vector) FROM memories
+WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s) AND embedding_dim = %(dim)s"""
 _BY_HASH = f"""SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND hash = %(hash)s AND {{scope}}
 AND {ACTIVE} ORDER BY created_at LIMIT 1"""
 _SIMILAR = f"""
@@ -239,6 +251,32 @@ def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) 
     """``{seq: memory}`` for the tenant's memories with these row ids."""
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         return {m.seq: m for m in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)}).fetchall()}
+
+
+def episode_neighbours(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, params: dict[str, Any],
+                       seqs: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
+    """``{seq: (previous seq, next seq)}`` for the memories ``seqs``: their neighbours within their episode (the
+    memories stored by one add: same ``valid_from``, ``source_kind`` and ``source_id``), in write order, among the
+    rows matching ``scope`` (an SQL boolean over ``memories`` with its ``params``); None at an episode's ends."""
+    if not seqs:
+        return {}
+    statement = sql.SQL(_NEIGHBOURS).format(scope=scope)
+    rows = conn.execute(statement, {**params, "tenant": tenant_id, "seqs": list(seqs)}).fetchall()
+    return {int(seq): (prev, nxt) for seq, prev, nxt in rows}
+
+
+def similarities(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int],
+                 vector: Sequence[float]) -> dict[int, float]:
+    """``{seq: cosine similarity in [−1, 1]}`` of the memories ``seqs`` (those embedded with ``vector``'s
+    dimension) to ``vector``."""
+    from pgvector import Vector
+
+    if not seqs:
+        return {}
+    query = vector if isinstance(vector, Vector) else Vector(list(vector))
+    rows = conn.execute(_SIMILARITY, {"tenant": tenant_id, "seqs": list(seqs), "dim": query.dimensions(),
+                                      "q": query})
+    return {int(seq): float(similarity) for seq, similarity in rows.fetchall()}
 
 
 def find_by_hash(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, digest: str) -> Memory | None:
