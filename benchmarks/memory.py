@@ -33,6 +33,7 @@ import dataclasses
 import json
 import math
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -314,6 +315,152 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
     return {"questions": len(questions), "model": embedder.model, "now": args.now, "variants": results}
 
 
+# --------------------------------------------------------------------------------------------- part 2: scale
+
+SCALE_TENANT = "bench-memory-scale"
+SCALE_GENERATOR = "syllables-v1"  # bump when the text generator changes: the stored data is then rebuilt
+_SYLLABLES = ("ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "da", "pe", "zo", "ni", "ta", "re", "mo", "lu")
+
+
+def vocabulary(size: int, seed: int) -> list[str]:
+    """``size`` distinct pseudo-words of 2-4 syllables (deterministic for ``seed``)."""
+    import random
+
+    rng, words = random.Random(seed), set()
+    while len(words) < size:
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def sentences(rng: Any, words: list[str], count: int) -> list[str]:
+    """``count`` memory-like texts of 6-16 words drawn with Zipf-like frequencies (rank r has weight 1 / r), so
+    BM25 sees common and rare terms as in real text."""
+    weights = [1 / (r + 1) for r in range(len(words))]
+    return [" ".join(rng.choices(words, weights=weights, k=rng.randint(6, 16))).capitalize() + "."
+            for _ in range(count)]
+
+
+def explain(conn: psycopg.Connection, statement: Any, params: dict[str, Any]) -> list[str]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` lines of one statement."""
+    rows = conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}").format(statement), params).fetchall()
+    return [r[0] for r in rows]
+
+
+def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str, embedder: Embedder) -> dict[str, list[str]]:
+    """The plans of a scoped search's statements (vector leg, keyword leg, episode neighbours, row fetch) for one
+    user: the scope predicate must come from the ``memories_user`` index, the vector leg must scan the scope
+    exactly (no HNSW: the memories corpus has none)."""
+    from chalicelib.memory import store as memory_store
+    from chalicelib.search import keyword, vector
+
+    query = recall.Query(query=text, scope=MemoryScope(user_id=user_id))
+    scope = recall._scope(SCALE_TENANT, query)
+    q = embedder.embed([text])[0]
+    vector_scope = vector.VectorScope(recall.MEMORIES, scope, embedder.dimension, 0)
+    clause, params = vector._scope_sql(vector_scope, None)
+    vector_sql = sql.SQL("SELECT seq, embedding <=> %(q)s::vector AS distance FROM memories WHERE {} "
+                         "ORDER BY distance LIMIT 100").format(clause)
+    from pgvector import Vector
+
+    params["q"] = Vector(list(q))
+    keyword_sql = sql.SQL(keyword._SCOPE_SCORED).format(id=sql.Identifier("seq"), table=sql.Identifier("memories"),
+                                                        scope=scope.predicate, filter=sql.SQL("true"))
+    keyword_params = {**scope.params, "tenant": SCALE_TENANT, "query": text, "limit": 100,
+                      "k1": keyword.BM25_K1, "b": keyword.BM25_B}
+    seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
+                                       (SCALE_TENANT, user_id)).fetchall()]
+    neighbours_sql = sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate)
+    return {"vector leg": explain(conn, vector_sql, params),
+            "keyword leg": explain(conn, keyword_sql, keyword_params),
+            "episode neighbours": explain(conn, neighbours_sql, {**scope.params, "tenant": SCALE_TENANT,
+                                                                 "seqs": seqs})}
+
+
+def run_scale(args: argparse.Namespace) -> dict[str, Any]:
+    import random
+
+    settings = database_for(bench_settings(embedding_provider="hashing", embedding_model="hashing-384"),
+                            "engram_bench_memory_scale")
+    conn = connect(settings)
+    embedder = build_embedder(settings)
+    ensure_tenant(conn, SCALE_TENANT)
+    per_user = max(1, args.memories // args.users)
+    users = [f"user-{i:05d}" for i in range(args.users)]
+    rng = random.Random(args.seed)
+    words = vocabulary(args.vocabulary, args.seed)
+    marker = f"{SCALE_GENERATOR}/{args.seed}/{args.vocabulary}/{per_user}/{args.batch}"
+    stored = conn.execute("SELECT count(*), count(DISTINCT user_id), min(metadata->>'generator') FROM memories "
+                          "WHERE tenant_id = %s", (SCALE_TENANT,)).fetchone()
+    assert stored is not None
+    add_times: list[float] = []
+    added = 0
+    if args.rebuild or stored[0] != per_user * len(users) or stored[2] != marker:
+        conn.execute("DELETE FROM memories WHERE tenant_id = %s", (SCALE_TENANT,))
+        conn.execute("DELETE FROM memory_history WHERE tenant_id = %s", (SCALE_TENANT,))
+        conn.execute("VACUUM ANALYZE memories")
+        base = datetime(2025, 1, 1, tzinfo=UTC)
+        started = time.perf_counter()
+        for u, user_id in enumerate(users):
+            texts = sentences(rng, words, per_user)
+            for b in range(0, per_user, args.batch):
+                batch = texts[b:b + args.batch]
+                request = write.AddRequest(
+                    messages=tuple(write.InputMessage("user" if i % 2 == 0 else "assistant", t, f"speaker{i % 2}")
+                                   for i, t in enumerate(batch)),
+                    scope=MemoryScope(user_id=user_id), infer=False, metadata={"generator": marker},
+                    timestamp=base + timedelta(hours=u, minutes=b))
+                t0 = time.perf_counter()
+                result = write.add(conn, settings, SCALE_TENANT, request, embedder=embedder, backend=None,
+                                   model=None)
+                add_times.append(time.perf_counter() - t0)
+                added += sum(c.event == "ADD" for c in result.changes)
+            if (u + 1) % max(1, len(users) // 10) == 0:
+                elapsed = time.perf_counter() - started
+                print(f"  {u + 1}/{len(users)} users, {added} memories, {added / elapsed:.0f} memories/s", flush=True)
+        add_s = time.perf_counter() - started
+        conn.execute("ANALYZE memories")
+    else:
+        add_s = 0.0
+        print(f"  reusing {stored[0]} stored memories ({marker})", flush=True)
+    # Scoped searches: a few words of one of the user's memories, for random users.
+    samples = conn.execute(
+        "SELECT user_id, memory FROM memories WHERE tenant_id = %s ORDER BY random() LIMIT %s",
+        (SCALE_TENANT, args.queries + 20)).fetchall()
+    search_times: list[float] = []
+    returned = []
+    for i, (user_id, text) in enumerate(samples):
+        tokens = text.rstrip(".").split()
+        query_text = " ".join(rng.sample(tokens, min(len(tokens), 4)))
+        query = recall.Query(query=query_text, scope=MemoryScope(user_id=user_id), top_k=10)
+        t0 = time.perf_counter()
+        hits = recall.search(conn, settings, SCALE_TENANT, query, embedder=embedder)
+        if i >= 20:  # the first 20 warm caches and are not timed
+            search_times.append(time.perf_counter() - t0)
+            returned.append(len(hits))
+    out: dict[str, Any] = {
+        "memories": per_user * len(users), "users": len(users), "batch": args.batch,
+        "add_memories_per_s": round(added / add_s, 1) if add_s else None,
+        "add_ms_p50": round(percentile(add_times, 50) * 1000, 2) if add_times else None,
+        "add_ms_p95": round(percentile(add_times, 95) * 1000, 2) if add_times else None,
+        "search_ms_p50": round(percentile(search_times, 50) * 1000, 2),
+        "search_ms_p95": round(percentile(search_times, 95) * 1000, 2),
+        "results_mean": round(statistics.fmean(returned), 2)}
+    print(f"\nscale: {out['memories']} memories, {out['users']} users, one tenant (hashing embedder)")
+    print(f"  {'measure':44s} {'value':>14s} {'target':>10s}")
+    if add_s:
+        print(f"  {'add, infer false, ' + str(args.batch) + ' messages/add (memories/s)':44s} "
+              f"{out['add_memories_per_s']:14.0f} {'>= 500':>10s}")
+        print(f"  {'add latency p50 / p95 (ms per add)':44s} {ms(add_times):>14s}")
+    print(f"  {'scoped search p50 / p95 (ms, top 10)':44s} {ms(search_times):>14s} {'<= 15 / 40':>10s}")
+    if args.explain:
+        for name, lines in scale_plans(conn, settings, samples[0][0], samples[0][1], embedder).items():
+            print(f"\n  EXPLAIN {name}:")
+            for line in lines:
+                print("    " + (line if len(line) <= 160 else line[:157] + "..."))
+    conn.close()
+    return out
+
+
 # --------------------------------------------------------------------------------------------- main
 
 def main() -> int:
@@ -328,12 +475,22 @@ def main() -> int:
     parser.add_argument("--no-ablation", dest="ablation", action="store_false",
                         help="evaluate the default recall only")
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--memories", type=int, default=100_000, help="scale: memories in all")
+    parser.add_argument("--users", type=int, default=1000, help="scale: users they are spread over")
+    parser.add_argument("--batch", type=int, default=50, help="scale: messages per add")
+    parser.add_argument("--vocabulary", type=int, default=5000, help="scale: distinct words of the texts")
+    parser.add_argument("--queries", type=int, default=200, help="scale: timed searches")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rebuild", action="store_true", help="scale: add the memories again")
+    parser.add_argument("--explain", action="store_true", help="scale: print the search statements' plans")
     parser.add_argument("--dump-rankings", default=None, help="write the last variant's rankings to this file")
     args = parser.parse_args()
     parts = [p for p in args.parts.split(",") if p]
     out: dict[str, Any] = {"benchmark": "memory"}
     if "recall" in parts:
         out["recall"] = run_recall(args)
+    if "scale" in parts:
+        out["scale"] = run_scale(args)
     print(json.dumps(out))
     return 0
 

@@ -143,12 +143,10 @@ class Hit:
 
 @dataclass(slots=True)
 class _Evidence:
-    """Per candidate row id: cosine ``similarity`` (clamped at 0) and normalised ``keyword`` score, and the episode
-    ``neighbours`` (previous, next)."""
+    """Per candidate row id: cosine ``similarity`` (clamped at 0) and normalised ``keyword`` score."""
 
     similarity: dict[int, float] = field(default_factory=dict)
     keyword: dict[int, float] = field(default_factory=dict)
-    neighbours: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
 
 
 def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
@@ -175,27 +173,31 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     if not ranked:
         return []
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
-    evidence = _Evidence({r.id: max(0.0, r.similarity or 0.0) for r in ranked},
-                         {r.id: (r.keyword or 0.0) / best_keyword for r in ranked})
-    unseen = [r.id for r in ranked if r.similarity is None]
-    if unseen and vector is not None:  # found by keywords only: their exact similarity, not 0
-        evidence.similarity.update((seq, max(0.0, value))
-                                   for seq, value in store.similarities(conn, tenant_id, unseen, vector).items())
+    keyword = {r.id: (r.keyword or 0.0) / best_keyword for r in ranked}
+    episodes, params = None, None
     if query.signals.context:
-        _add_neighbours(conn, tenant_id, scope, where, vector, evidence)
-    rows = store.fetch_by_seq(conn, tenant_id, list(evidence.similarity))
-    named = _named_speakers(query.query, rows.values()) if query.signals.speakers else set()
+        episodes, params = scope.predicate, dict(scope.params)
+        if where is not None:
+            episodes = sql.SQL("({}) AND {}").format(episodes, where.expression)
+            params.update(where.params)
+    rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, episodes=episodes, params=params)
+    # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
+    # neighbours neither leg returned have no keyword score.
+    evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
+                         {row.seq: keyword.get(row.seq, 0.0) for row in rows})
+    named = _named_speakers(query.query, rows) if query.signals.speakers else set()
     windows = time_windows(query.query) if query.signals.dates else []
-    hits = [_score(memory, evidence, query.strategy, settings, now, named, windows)
-            for memory in rows.values()]
-    hits.sort(key=lambda h: (-h.score, h.memory.seq))
-    hits = [h for h in hits if h.score >= query.score_threshold][:query.top_k]
+    scored = [_score(row, evidence, query.strategy, settings, now, named, windows) for row in rows]
+    scored.sort(key=lambda s: (-s[1], s[0].seq))
+    scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
+    memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored])
+    hits = [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
     if touch and hits:
         store.touch(conn, tenant_id, [h.memory.id for h in hits])
     return hits
 
 
-def decay(memory: Memory, settings: Settings, now: datetime) -> float:
+def decay(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
     """The bounded decay factor in [floor, 1] (1 for pinned memories) from the days since the memory was last
     used (its last access, else its creation)."""
     if memory.pinned:
@@ -203,37 +205,19 @@ def decay(memory: Memory, settings: Settings, now: datetime) -> float:
     return max(settings.memory_decay_floor, _freshness(memory, settings, now))
 
 
-def _freshness(memory: Memory, settings: Settings, now: datetime) -> float:
+def _freshness(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
     """0.5 ^ (days since last used / half-life), in (0, 1]; last used = last access, else creation."""
     since = max(memory.created_at, memory.last_accessed_at or memory.created_at)
     days = max(0.0, (now - since).total_seconds() / _DAY_S)
     return math.pow(0.5, days / max(settings.memory_half_life_days, 1e-9))
 
 
-def _add_neighbours(conn: psycopg.Connection, tenant_id: str, scope: Scope, where: Any,
-                    vector: Sequence[float] | None, evidence: _Evidence) -> None:
-    """Record the candidates' episode neighbours, and add the neighbours that neither leg returned as candidates
-    with their own similarity (their keyword score counts as 0)."""
-    predicate, params = scope.predicate, dict(scope.params)
-    if where is not None:
-        predicate = sql.SQL("({}) AND {}").format(predicate, where.expression)
-        params.update(where.params)
-    evidence.neighbours = store.episode_neighbours(conn, tenant_id, predicate, params, list(evidence.similarity))
-    extra = sorted({n for pair in evidence.neighbours.values() for n in pair
-                    if n is not None and n not in evidence.similarity})
-    found = store.similarities(conn, tenant_id, extra, vector) if extra and vector is not None else {}
-    for seq in extra:
-        evidence.similarity[seq] = max(0.0, found.get(seq, 0.0))
-        evidence.keyword[seq] = 0.0
-
-
-def _named_speakers(query: str, memories: Any) -> set[str]:
-    """The speakers of ``memories`` (``metadata["speaker"]``) that ``query`` names: the whole name or its first
-    word, as a word, case-insensitively."""
-    speakers = {m.metadata.get("speaker") for m in memories}
+def _named_speakers(query: str, rows: Sequence[store.Ranking]) -> set[str]:
+    """The speakers of the candidate ``rows`` that ``query`` names: the whole name or its first word, as a word,
+    case-insensitively."""
     named = set()
-    for speaker in speakers:
-        if not isinstance(speaker, str) or not speaker.strip():
+    for speaker in {row.speaker for row in rows}:
+        if speaker is None or not speaker.strip():
             continue
         forms = {speaker.strip(), speaker.split()[0]}
         if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", query, re.IGNORECASE) for form in forms):
@@ -241,8 +225,9 @@ def _named_speakers(query: str, memories: Any) -> set[str]:
     return named
 
 
-def _score(memory: Memory, evidence: _Evidence, strategy: Strategy, settings: Settings, now: datetime,
-           named: set[str], windows: list[TimeWindow]) -> Hit:
+def _score(row: store.Ranking, evidence: _Evidence, strategy: Strategy, settings: Settings, now: datetime,
+           named: set[str], windows: list[TimeWindow]) -> tuple[store.Ranking, float, dict[str, float | None]]:
+    """``(row, score, details)`` of one candidate (module docstring)."""
     textual = strategy.vector + strategy.text
     total = textual + strategy.recency + strategy.importance
 
@@ -251,29 +236,28 @@ def _score(memory: Memory, evidence: _Evidence, strategy: Strategy, settings: Se
             return 0.0
         return (strategy.vector * evidence.similarity[seq] + strategy.text * evidence.keyword[seq]) / textual
 
-    own = relevance(memory.seq)
+    own = relevance(row.seq)
     match = own
-    if memory.seq in evidence.neighbours:
-        previous, following = evidence.neighbours[memory.seq]
-        match = (own + CONTEXT_WEIGHT * max(relevance(previous), relevance(following))) / (1 + CONTEXT_WEIGHT)
+    if row.previous is not None or row.following is not None:
+        match = (own + CONTEXT_WEIGHT * max(relevance(row.previous), relevance(row.following))) / (1 + CONTEXT_WEIGHT)
     context = match
     speaker = time_match = None
     if named:
-        speaker = 1.0 if memory.metadata.get("speaker") in named else 0.0
+        speaker = 1.0 if row.speaker in named else 0.0
         match *= (1 + FACET_BOOST * speaker) / (1 + FACET_BOOST)
     if windows:
-        time_match = 1.0 if any(w.contains(memory.valid_from) for w in windows) else 0.0
+        time_match = 1.0 if any(w.contains(row.valid_from) for w in windows) else 0.0
         match *= (1 + FACET_BOOST * time_match) / (1 + FACET_BOOST)
-    freshness = _freshness(memory, settings, now)
-    base = (textual * match + strategy.recency * freshness + strategy.importance * memory.importance) / total \
+    freshness = _freshness(row, settings, now)
+    base = (textual * match + strategy.recency * freshness + strategy.importance * row.importance) / total \
         if total else 0.0
-    factor = decay(memory, settings, now)
+    factor = decay(row, settings, now)
     details: dict[str, float | None] = {
         "relevance": round(own, 6), "context": round(context, 6),
-        "vector": round(evidence.similarity.get(memory.seq, 0.0), 6),
-        "keyword": round(evidence.keyword.get(memory.seq, 0.0), 6), "speaker": speaker, "time": time_match,
-        "recency": round(freshness, 6), "importance": round(memory.importance, 6), "decay": round(factor, 6)}
-    return Hit(memory, round(base * factor, 6), details)
+        "vector": round(evidence.similarity.get(row.seq, 0.0), 6),
+        "keyword": round(evidence.keyword.get(row.seq, 0.0), 6), "speaker": speaker, "time": time_match,
+        "recency": round(freshness, 6), "importance": round(row.importance, 6), "decay": round(factor, 6)}
+    return row, round(base * factor, 6), details
 
 
 def _scope(tenant_id: str, query: Query) -> Scope:

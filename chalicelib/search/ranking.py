@@ -21,7 +21,7 @@ from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.fusion import reciprocal_rank_fusion
 from chalicelib.search.keyword import keyword_search, query_terms
 from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store.db import capabilities
+from chalicelib.store.db import Capabilities, capabilities
 
 __all__ = ["Ranked", "Weights", "rank"]
 
@@ -61,7 +61,8 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     similarity: dict[int, float] = {}
     keyword: dict[int, float] = {}
     if weights.embedding > 0 and scope.rows > 0:
-        caps = capabilities(conn)
+        # Only an indexed corpus can take the HNSW path, which depends on the pgvector version.
+        caps = capabilities(conn) if corpus.hnsw_prefix is not None else Capabilities(pgvector_version=(0,))
         vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
         if vectors is None:
             started = time.perf_counter()
