@@ -369,11 +369,13 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
                       "k1": keyword.BM25_K1, "b": keyword.BM25_B}
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
-    neighbours_sql = sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate)
+    candidates_sql = sql.SQL(memory_store._CANDIDATES).format(
+        rows=sql.SQL(memory_store._EPISODES).format(scope=scope.predicate))
+    candidates_params = {**scope.params, "tenant": SCALE_TENANT, "seqs": seqs, "q": params["q"],
+                         "dim": embedder.dimension}
     return {"vector leg": explain(conn, vector_sql, params),
             "keyword leg": explain(conn, keyword_sql, keyword_params),
-            "episode neighbours": explain(conn, neighbours_sql, {**scope.params, "tenant": SCALE_TENANT,
-                                                                 "seqs": seqs})}
+            "candidates (ranking rows, episodes, similarities)": explain(conn, candidates_sql, candidates_params)}
 
 
 def run_scale(args: argparse.Namespace) -> dict[str, Any]:
@@ -461,6 +463,95 @@ def run_scale(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------------------------- part 3: overhead
+
+OVERHEAD_TENANT = "bench-memory-overhead"
+
+
+class TimedBackend:
+    """A chat backend that records the seconds each ``complete`` call took (the model's share of an add: the
+    HTTP round trip to the fake and its answer)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.seconds = inner, 0.0
+
+    def complete(self, request: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._inner.complete(request)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def fake_model(body: dict[str, Any]) -> Any:
+    """The fake's answers: an extraction call gets one fact per sentence of the conversation's last line, a
+    decision call ``ADD`` for every new fact."""
+    from tests.fakes.chat_server import text
+
+    system = body["messages"][0].get("content") or ""
+    user = body["messages"][-1].get("content") or ""
+    if system.startswith("You are a memory extraction system"):
+        line = user.rsplit("\n", 1)[-1].split(":", 1)[-1]
+        facts = [{"fact": f.strip() + ".", "confidence": 0.9, "importance": 0.6, "tags": ["bench"]}
+                 for f in line.split(".") if f.strip()]
+        return text(json.dumps({"facts": facts}))
+    payload = json.loads(user)
+    return text(json.dumps({"decisions": [{"fact": n["id"], "event": "ADD"} for n in payload["new"]]}))
+
+
+def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    import random
+
+    from tests.fakes.chat_server import FakeChatServer
+
+    from chalicelib.chat import routing
+
+    rng = random.Random(args.seed)
+    words = vocabulary(2000, args.seed + 1)
+    with FakeChatServer(responder=fake_model) as fake:
+        settings = database_for(bench_settings(embedding_provider="hashing", embedding_model="hashing-384",
+                                               chat_base_url=fake.base_url, chat_api_key="sk-bench",
+                                               chat_max_retries=0, memory_model="fake-memory-model"),
+                                "engram_bench_memory_overhead")
+        conn = connect(settings)
+        ensure_tenant(conn, OVERHEAD_TENANT)
+        conn.execute("DELETE FROM memories WHERE tenant_id = %s", (OVERHEAD_TENANT,))
+        embedder = build_embedder(settings)
+        model = write.model_for(settings)
+        backend = TimedBackend(routing.build_backend(settings, "openai"))
+        totals, models, own, calls = [], [], [], []
+        for i in range(args.adds + 10):
+            user_id = f"user-{i % 20:02d}"
+            message = " ".join(sentences(rng, words, 2))
+            request = write.AddRequest(messages=(write.InputMessage("user", message),),
+                                       scope=MemoryScope(user_id=user_id), infer=True)
+            backend.seconds = 0.0
+            started = time.perf_counter()
+            result = write.add(conn, settings, OVERHEAD_TENANT, request, embedder=embedder, backend=backend,
+                               model=model)
+            total = time.perf_counter() - started
+            if i >= 10:  # warm-up: connections, first plans
+                totals.append(total)
+                models.append(backend.seconds)
+                own.append(total - backend.seconds)
+                calls.append(result.model_calls)
+        conn.close()
+    out = {"adds": len(totals), "model_calls_mean": round(statistics.fmean(calls), 2),
+           "total_ms_p50": round(percentile(totals, 50) * 1000, 2),
+           "model_ms_p50": round(percentile(models, 50) * 1000, 2),
+           "own_ms_p50": round(percentile(own, 50) * 1000, 2), "own_ms_p95": round(percentile(own, 95) * 1000, 2)}
+    print(f"\noverhead of an inline add with infer true ({out['adds']} adds over 20 users, "
+          f"{out['model_calls_mean']} model calls per add, the fake answering at once; hashing embedder)")
+    print(f"  {'measure':44s} {'p50 / p95 ms':>14s} {'target':>10s}")
+    print(f"  {'total per add':44s} {ms(totals):>14s}")
+    print(f"  {'inside the model calls (HTTP to the fake)':44s} {ms(models):>14s}")
+    print(f"  {'Engram own time (total - model calls)':44s} {ms(own):>14s} {'p50 <= 30':>10s}")
+    return out
+
+
 # --------------------------------------------------------------------------------------------- main
 
 def main() -> int:
@@ -481,6 +572,7 @@ def main() -> int:
     parser.add_argument("--vocabulary", type=int, default=5000, help="scale: distinct words of the texts")
     parser.add_argument("--queries", type=int, default=200, help="scale: timed searches")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--adds", type=int, default=200, help="overhead: timed adds")
     parser.add_argument("--rebuild", action="store_true", help="scale: add the memories again")
     parser.add_argument("--explain", action="store_true", help="scale: print the search statements' plans")
     parser.add_argument("--dump-rankings", default=None, help="write the last variant's rankings to this file")
@@ -491,6 +583,8 @@ def main() -> int:
         out["recall"] = run_recall(args)
     if "scale" in parts:
         out["scale"] = run_scale(args)
+    if "overhead" in parts:
+        out["overhead"] = run_overhead(args)
     print(json.dumps(out))
     return 0
 

@@ -190,11 +190,8 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     scored = [_score(row, evidence, query.strategy, settings, now, named, windows) for row in rows]
     scored.sort(key=lambda s: (-s[1], s[0].seq))
     scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
-    memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored])
-    hits = [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
-    if touch and hits:
-        store.touch(conn, tenant_id, [h.memory.id for h in hits])
-    return hits
+    memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored], touch=touch)
+    return [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
 
 
 def decay(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:

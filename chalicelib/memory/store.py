@@ -136,7 +136,7 @@ UPDATE memories SET confidence = least(1, confidence + %(delta)s), access_count 
 WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)"""
 _TOUCH = f"""
 UPDATE memories SET access_count = access_count + 1, last_accessed_at = now() {{asynchronous}}
-WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)
+WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)
   AND (last_accessed_at IS NULL OR last_accessed_at < now() - make_interval(secs => {ACCESS_GRANULARITY_S}))"""
 # The touch's own transaction commits without waiting for the WAL flush (see touch()).
 _ASYNCHRONOUS = "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit"
@@ -338,10 +338,17 @@ def get(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> Memory:
     return row
 
 
-def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> dict[int, Memory]:
-    """``{seq: memory}`` for the tenant's memories with these row ids."""
+def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
+                 touch: bool = False) -> dict[int, Memory]:
+    """``{seq: memory}`` for the tenant's memories with these row ids. With ``touch``, also counts an access of
+    each (:func:`touch`) in the same round trip; the rows returned are as they were before it."""
     with conn.cursor(row_factory=class_row(Memory)) as cur:
-        return {m.seq: m for m in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)}).fetchall()}
+        if not touch or not seqs:
+            return {m.seq: m for m in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)}).fetchall()}
+        with conn.pipeline():
+            cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)})
+            _touch(conn, tenant_id, seqs)
+        return {m.seq: m for m in cur.fetchall()}
 
 
 def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *, vector: Sequence[float] | None,
@@ -426,18 +433,22 @@ def bump(conn: psycopg.Connection, tenant_id: str, memory_ids: Sequence[str], *,
         conn.execute(_BUMP, {"tenant": tenant_id, "ids": list(memory_ids), "delta": confidence_delta})
 
 
-def touch(conn: psycopg.Connection, tenant_id: str, memory_ids: Sequence[str]) -> None:
-    """Count an access of each memory (recall returned it), at most once per :data:`ACCESS_GRANULARITY_S`.
+def touch(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> None:
+    """Count an access of each memory (row ids ``seqs``: recall returned them), at most once per
+    :data:`ACCESS_GRANULARITY_S`.
 
     Outside a transaction the update is its own transaction and commits with ``synchronous_commit = off`` (set for
     that transaction only, in the statement): access counts are statistics, and waiting for the WAL flush
     (milliseconds per search) protects nothing but the last few accesses from a crash — never consistency
     (PostgreSQL manual, "Asynchronous Commit"). Inside a caller's transaction it follows that transaction."""
-    if not memory_ids:
-        return
+    if seqs:
+        _touch(conn, tenant_id, seqs)
+
+
+def _touch(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> None:
     alone = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     statement = sql.SQL(_TOUCH).format(asynchronous=sql.SQL(_ASYNCHRONOUS if alone else ""))
-    conn.execute(statement, {"tenant": tenant_id, "ids": list(memory_ids)})
+    conn.execute(statement, {"tenant": tenant_id, "seqs": list(seqs)})
 
 
 @dataclass(frozen=True, slots=True)
