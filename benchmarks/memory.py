@@ -289,7 +289,10 @@ def recall_variants(args: argparse.Namespace) -> dict[str, Callable[[Question], 
 
 
 def run_recall(args: argparse.Namespace) -> dict[str, Any]:
-    settings = database_for(bench_settings(embedding_provider=args.embedding_provider), "engram_bench_memory_locomo")
+    overrides: dict[str, Any] = {"embedding_provider": args.embedding_provider}
+    if args.decay_floor is not None:
+        overrides["memory_decay_floor"] = args.decay_floor
+    settings = database_for(bench_settings(**overrides), "engram_bench_memory_locomo")
     sessions, questions, last, skipped = load_locomo(args.locomo)
     if args.max_questions:
         questions = questions[: args.max_questions]
@@ -311,8 +314,21 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
                          "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
         if args.dump_rankings:
             Path(args.dump_rankings).write_text(json.dumps(rankings))
+    if args.ablation:
+        # As if each memory had been written live, at its session's time: freshness and decay then count from the
+        # session (the questions come the day after the last one). Rolled back afterwards.
+        name = "default, memories created at their session times (decay active)"
+        with conn.transaction(force_rollback=True):
+            conn.execute("UPDATE memories SET created_at = valid_from WHERE tenant_id = %s", (TENANT,))
+            means, times, _ = evaluate(conn, settings, questions, mapping, last, embedder,
+                                       recall_variants(argparse.Namespace(ablation=False, strategies=[]))[
+                                           "default: + dates (all signals)"], args.now)
+        print_recall_table(name, means, times)
+        results[name] = {"metrics": means, "search_ms_p50": round(percentile(times, 50) * 1000, 2),
+                         "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
     conn.close()
-    return {"questions": len(questions), "model": embedder.model, "now": args.now, "variants": results}
+    return {"questions": len(questions), "model": embedder.model, "now": args.now,
+            "decay_floor": settings.memory_decay_floor, "variants": results}
 
 
 # --------------------------------------------------------------------------------------------- part 2: scale
@@ -565,6 +581,9 @@ def main() -> int:
                         help="also evaluate these ranking strategies (semantic,keyword,...)")
     parser.add_argument("--no-ablation", dest="ablation", action="store_false",
                         help="evaluate the default recall only")
+    parser.add_argument("--decay-floor", type=float, default=None,
+                        help="recall: override ENGRAM_MEMORY_DECAY_FLOOR (matters in the 'created at their session "
+                             "times' variant)")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--memories", type=int, default=100_000, help="scale: memories in all")
     parser.add_argument("--users", type=int, default=1000, help="scale: users they are spread over")

@@ -101,7 +101,7 @@ ordered AS (
     SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
     WHERE tenant_id = %(tenant)s AND ({scope})
     WINDOW w AS (PARTITION BY valid_from, source_kind, source_id ORDER BY seq)),
-wanted AS (SELECT seq, prev, next FROM ordered WHERE seq = ANY(%(seqs)s)),
+wanted AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN unnest(%(seqs)s::bigint[]) AS c(seq) USING (seq)),
 ids AS (SELECT seq FROM wanted UNION SELECT prev FROM wanted WHERE prev IS NOT NULL
         UNION SELECT next FROM wanted WHERE next IS NOT NULL)"""
 _ALONE = """
