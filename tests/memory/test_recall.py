@@ -88,6 +88,11 @@ def test_a_named_date_prefers_memories_from_then(db):
     march = search("What ice cream did Nate make in March 2022?", "dates", top_k=2)
     assert _texts(march)[0] == "I made coconut ice cream today."
     assert all(h.details["time"] is None for h in search("What ice cream did Nate make?", "dates"))
+    # A time no memory is from says nothing: no boost, no scaling.
+    elsewhere = search("What ice cream did Nate make in July 2030?", "dates", top_k=2)
+    plain = search("What ice cream did Nate make?", "dates", top_k=2)
+    assert all(h.details["time"] is None for h in elsewhere)
+    assert [h.score for h in elsewhere] == pytest.approx([h.score for h in plain], abs=0.05)
 
 
 def test_decay_counts_from_last_use_not_from_when_the_fact_held(db, settings):
