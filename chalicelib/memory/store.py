@@ -30,7 +30,7 @@ __all__ = [
     "close",
     "delete",
     "edit",
-    "Event",
+    "HistoryEvent",
     "fetch_by_seq",
     "Ranking",
     "candidates",
@@ -529,7 +529,7 @@ def record(conn: psycopg.Connection, tenant_id: str, memory: Memory | str, scope
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class HistoryEvent:
     """One history entry to append (:func:`record_many`): the memory (row or id), the scope copied into the
     history, the event, the texts before and after, who did it and details."""
 
@@ -542,7 +542,7 @@ class Event:
     details: dict[str, Any] | None = None
 
 
-def record_many(conn: psycopg.Connection, tenant_id: str, events: Sequence[Event]) -> None:
+def record_many(conn: psycopg.Connection, tenant_id: str, events: Sequence[HistoryEvent]) -> None:
     """Append many history entries in one statement, in order."""
     if not events:
         return

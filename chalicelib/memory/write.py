@@ -240,7 +240,7 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
     if unembedded:
         for change, vector in zip(unembedded, embedder.embed([_index_text(c) for c in unembedded])):
             change.embedding = vector
-    events: list[store.Event] = []
+    events: list[store.HistoryEvent] = []
     for change in writes:
         target = change.target
         if change.event == "UPDATE" and target is not None:
@@ -249,7 +249,7 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
                 index_text=_index_text(change), model=embedder.model, embedding=change.embedding,
                 valid_from=valid_from, edit=store.Edit(categories=_categories(request, change) or None))
             change.id = revised.id
-            events.append(store.Event(revised, scope, "UPDATE", target.memory, revised.memory, actor,
+            events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
                                       {"previous_version": snapshot}))
     inserts = [c for c in writes if c.event in ("ADD", "INVALIDATE")]
     rows = store.insert_many(conn, tenant_id, [(ids.new_id(ids.MEMORY), _new_memory(request, c, embedder.model))
@@ -258,12 +258,12 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
         change.id = new.id
         target = change.target
         invalidates = change.event == "INVALIDATE" and target is not None
-        events.append(store.Event(new, scope, "ADD", None, new.memory, actor,
+        events.append(store.HistoryEvent(new, scope, "ADD", None, new.memory, actor,
                                   {"invalidates": target.id} if invalidates and target is not None else {}))
         if invalidates and target is not None:
             ends = max(valid_from, target.valid_from) if valid_from else None
             store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=new.id)
-            events.append(store.Event(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
+            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
                                       {"invalidated_by": new.id}))
     store.record_many(conn, tenant_id, events)
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
