@@ -17,8 +17,9 @@ Per result (every term in [0, 1]):
 ``similarity`` is the cosine similarity (clamped at 0), ``keyword`` BM25 over the scope divided by the best
 score in the scope for the query. Both are known for every candidate: the similarity of a memory only the keyword
 leg returned is computed exactly, not taken as 0 (a convex combination of scores needs both; Bruch et al., "An
-Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023); a memory only the vector leg returned ranked below
-the keyword leg's candidates, and counts 0 there. The strategies' weights are seed 002's ("Weighting Strategies").
+Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023); a memory only the vector leg returned matched no
+query word or ranked below the keyword leg's candidates, and counts 0 there. The strategies' weights are seed
+002's ("Weighting Strategies").
 
 The three memory signals (each can be switched off per query, :class:`Signals`; ``benchmarks/memory.py`` measures
 what each buys on LoCoMo):
