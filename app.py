@@ -19,8 +19,10 @@ from chalice import Chalice, Rate
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
 from chalicelib.api.routes import (
+    agents,
     file_batches,
     files,
+    mem0,
     memories,
     responses,
     uploads,
@@ -46,8 +48,10 @@ app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
-                  memories.bp):
+                  memories.bp, agents.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
+# mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
+app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 
 
 @app.route("/health")

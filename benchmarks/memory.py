@@ -276,11 +276,11 @@ def recall_variants(args: argparse.Namespace) -> dict[str, Callable[[Question], 
     variants: dict[str, Callable[[Question], recall.Query]] = {}
     if args.ablation:
         variants["no memory signals (hybrid relevance only)"] = make(off)
-        variants["+ episode context"] = make(dataclasses.replace(off, context=True))
-        variants["+ episode context + speakers"] = make(dataclasses.replace(off, context=True, speakers=True))
+        variants["+ conversation context"] = make(dataclasses.replace(off, context=True))
+        variants["+ conversation context + speakers"] = make(dataclasses.replace(off, context=True, speakers=True))
     variants["default: + dates (all signals)"] = make(recall.Signals())
     if args.ablation:
-        variants["default without episode context"] = make(recall.Signals(context=False))
+        variants["default without conversation context"] = make(recall.Signals(context=False))
         variants["default without speakers"] = make(recall.Signals(speakers=False))
         variants["default without dates"] = make(recall.Signals(dates=False))
     for name in args.strategies:
@@ -363,7 +363,7 @@ def explain(conn: psycopg.Connection, statement: Any, params: dict[str, Any]) ->
 
 
 def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str, embedder: Embedder) -> dict[str, list[str]]:
-    """The plans of a scoped search's statements (vector leg, keyword leg, episode neighbours, row fetch) for one
+    """The plans of a scoped search's statements (vector leg, keyword leg, candidates with their neighbours) for one
     user: the scope predicate must come from the ``memories_user`` index, the vector leg must scan the scope
     exactly (no HNSW: the memories corpus has none)."""
     from chalicelib.memory import store as memory_store
@@ -386,12 +386,12 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
     candidates_sql = sql.SQL(memory_store._CANDIDATES).format(
-        rows=sql.SQL(memory_store._EPISODES).format(scope=scope.predicate))
+        rows=sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate))
     candidates_params = {**scope.params, "tenant": SCALE_TENANT, "seqs": seqs, "q": params["q"],
                          "dim": embedder.dimension}
     return {"vector leg": explain(conn, vector_sql, params),
             "keyword leg": explain(conn, keyword_sql, keyword_params),
-            "candidates (ranking rows, episodes, similarities)": explain(conn, candidates_sql, candidates_params)}
+            "candidates (ranking rows, neighbours, similarities)": explain(conn, candidates_sql, candidates_params)}
 
 
 def run_scale(args: argparse.Namespace) -> dict[str, Any]:

@@ -31,6 +31,8 @@ MEMORY = "mem_"
 MEMORY_JOB = "memjob_"
 CONVERSATION = "conv_"
 AGENT = "agent_"
+EXCHANGE = "exch_"
+MEMORY_SEARCH_CALL = "msc_"
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # ASCII order
 _TIME_LEN = 10  # 62**10 µs ≈ 26,000 years

@@ -89,8 +89,9 @@ def _check(value: Any, path: str, depth: int) -> None:
             _check(item, f"{path}[{index}]", depth + 1)
 
 
-def validate(model: type[Model], data: Any) -> Model:
-    """``data`` checked against the pydantic ``model``.
+def validate(model: type[Model], data: Any, *, prefix: str | None = None) -> Model:
+    """``data`` checked against the pydantic ``model``; ``prefix`` is the path of ``data`` in the request (e.g.
+    ``memory`` for a nested object checked on its own).
 
     Raises:
         InvalidRequestError: the first problem, with ``param`` the dotted path of the field (e.g.
@@ -99,13 +100,13 @@ def validate(model: type[Model], data: Any) -> Model:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        message, param = _describe(exc)
+        message, param = _describe(exc, prefix)
         raise InvalidRequestError(message, param=param) from None
     except RecursionError:
         raise InvalidRequestError("The request body is nested too deeply.") from None
 
 
-def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
+def _describe(exc: pydantic.ValidationError, prefix: str | None = None) -> tuple[str, str | None]:
     errors = exc.errors(include_url=False)
     error = errors[0]
     # A union reports one error per member; the member whose type the value has says what is really wrong
@@ -113,7 +114,7 @@ def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
     field = _location(error)
     same_field = [e for e in errors if _location(e)[:len(field)] == field]
     error = next((e for e in same_field if not str(e.get("type", "")).endswith("_type")), error)
-    loc = _location(error)
+    loc = ([prefix] if prefix else []) + _location(error)
     param = ".".join(loc) or None
     message = error.get("msg", "Invalid value.")
     if message.startswith("Value error, "):

@@ -23,19 +23,40 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import jobs_cli, service
+from engram_cli import agents_cli, jobs_cli, memory_cli, service, tenants_cli
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 
-@app.callback()
-def _everywhere() -> None:
+HEADLESS_STORE = "default"
+
+
+@app.callback(invoke_without_command=True)
+def _everywhere(ctx: typer.Context,
+                add_to_vector_store: list[Path] = typer.Option(
+                    None, "--add-to-vector-store", help=f"Alias: engram ingest PATH --store {HEADLESS_STORE}."),
+                query_vector_store: str | None = typer.Option(
+                    None, "--query-vector-store", help=f"Alias: engram search QUERY --store {HEADLESS_STORE}."),
+                vector_store_stats: bool = typer.Option(False, "--vector-store-stats",
+                                                        help="Seed 004 alias: engram stats.")) -> None:
     """Log lines go to stderr: stdout is the commands' output (``--json`` readers parse it)."""
     from chalicelib import observability
 
     observability.log_to_stderr()
+    if ctx.invoked_subcommand is not None:
+        return
+    if add_to_vector_store:
+        ctx.invoke(ingest, paths=add_to_vector_store, store=HEADLESS_STORE, max_chunk_tokens=None,
+                   overlap_tokens=None, force=False, as_json=False)
+    elif query_vector_store is not None:
+        ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
+                   as_json=False)
+    elif vector_store_stats:
+        ctx.invoke(stats, as_json=False)
+    else:
+        console.print(ctx.get_help())
 console = Console()
 err_console = Console(stderr=True)
 
@@ -137,7 +158,8 @@ def stores(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors."""
+    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors (the tenant's,
+    and those of objects no tenant owns — a key outside any tenant's prefix — each labelled)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
@@ -155,8 +177,10 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
     console.print(table)
     for e in data["drop_errors"]:
-        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: "
-                      f"{escape(e['message'])}")
+        owner = f"tenant {e['tenant']!r}" if e["tenant"] == data["tenant"] else (
+            f"unknown tenant {e['tenant']!r}" if e["tenant"] else "no tenant")
+        console.print(f"[red]drop error[/] ({escape(owner)}) s3://{escape(e['bucket'])}/{escape(e['key'])}: "
+                      f"{e['code']}: {escape(e['message'])}")
 
 
 @app.command()
@@ -369,6 +393,9 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | emb
 
 
 app.add_typer(jobs_cli.app, name="jobs")
+app.add_typer(memory_cli.app, name="memory")
+app.add_typer(agents_cli.app, name="agents")
+app.add_typer(tenants_cli.app, name="tenants")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

@@ -101,6 +101,14 @@ class AddMemories(_Scoped):
     expires_at: UnixSeconds | None = None
     timestamp: UnixSeconds | None = None
     run_async: bool | None = Field(default=None, alias="async")
+    verified: bool = False
+    source_type: Literal["user_stated", "inferred", "asset_derived"] | None = None
+
+    @model_validator(mode="after")
+    def _working_needs_a_run(self) -> AddMemories:
+        if self.memory_type == "working" and self.run_id is None:
+            raise ValueError("working memory belongs to a run: 'run_id' is required with memory_type 'working'")
+        return self
 
 
 class Weights(_Body):
@@ -144,6 +152,7 @@ class UpdateMemory(_Body):
     pinned: bool | None = None
     expires_at: UnixSeconds | None = None
     timestamp: UnixSeconds | None = None
+    verified: bool | None = None
 
 
 class ListParams(_Scoped):
@@ -179,7 +188,8 @@ def to_add_request(body: AddMemories, *, source_kind: str = "api", source_id: st
     return AddRequest(messages=messages, scope=scope_of(body), infer=body.infer, metadata=body.metadata or {},
                       memory_type=body.memory_type, categories=tuple(body.categories or ()),
                       importance=body.importance, pinned=body.pinned, expires_at=to_time(body.expires_at),
-                      timestamp=to_time(body.timestamp), source_kind=source_kind, source_id=source_id)
+                      timestamp=to_time(body.timestamp), source_kind=source_kind, source_id=source_id,
+                      verified=body.verified, source_type=body.source_type)
 
 
 def to_query(body: SearchMemories) -> Query:

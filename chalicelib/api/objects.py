@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.memory.add_jobs import AddJob
+from chalicelib.memory.audit import AuditRow
 from chalicelib.memory.model import Memory
 from chalicelib.memory.recall import Hit
 from chalicelib.memory.store import HistoryRow
 from chalicelib.memory.write import AddResult
+from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile
 from chalicelib.store.batches import Batch
@@ -103,6 +105,8 @@ def memory_object(memory: Memory, at: datetime | None = None) -> dict[str, Any]:
             "source": {"kind": memory.source_kind, "id": memory.source_id}, "hash": memory.hash,
             "valid_from": unix(memory.valid_from), "valid_to": unix(memory.valid_to),
             "superseded_by": memory.superseded_by, "invalidated_by": memory.invalidated_by,
+            "verified": memory.verified, "source_type": memory.source_type,
+            "consolidated_into": memory.consolidated_into,
             "access_count": memory.access_count, "last_accessed_at": unix(memory.last_accessed_at),
             "expires_at": unix(memory.expires_at), "archived_at": unix(memory.archived_at),
             "created_at": unix(memory.created_at), "updated_at": unix(memory.updated_at)}
@@ -135,3 +139,17 @@ def memory_history_entry(row: HistoryRow) -> dict[str, Any]:
     return {"id": row.id, "object": "memory.history", "memory_id": row.memory_id, "event": row.event,
             "old_memory": row.old_memory, "new_memory": row.new_memory, "actor": row.actor,
             "details": row.details, "created_at": unix(row.created_at)}
+
+
+def agent_object(agent: Agent) -> dict[str, Any]:
+    """An ``agent`` profile (Engram extension)."""
+    return {"id": agent.id, "object": "agent", "name": agent.name, "model": agent.model,
+            "instructions": agent.instructions, "tools": agent.tools, "memory": agent.memory,
+            "metadata": agent.metadata, "created_at": unix(agent.created_at), "updated_at": unix(agent.updated_at)}
+
+
+def memory_audit_entry(row: AuditRow) -> dict[str, Any]:
+    """``memory.audit``: one lifecycle event (ids and counts, never text)."""
+    return {"id": row.id, "object": "memory.audit", "event": row.event, "entity_type": row.entity_type,
+            "entity_id": row.entity_id, "user_id": row.user_id, "agent_id": row.agent_id, "run_id": row.run_id,
+            "actor": row.actor, "details": row.details, "created_at": unix(row.created_at)}

@@ -96,7 +96,7 @@ def wants_stream(method: str, path: str, body: bytes) -> bool:
         return False
     try:
         payload = json.loads(body or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode: Chalice's path refuses it
         return False
     return isinstance(payload, dict) and payload.get("stream") is True
 
@@ -168,7 +168,7 @@ def _json(status: int, payload: Any) -> FrontResponse:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         payload = json.loads(body or b"null")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidRequestError("We could not parse the JSON body of your request. (HINT: This likely means you "
                                   "aren't using your HTTP library correctly.)") from exc
     if not isinstance(payload, dict):

@@ -135,7 +135,7 @@ def run(conn: psycopg.Connection, settings: Settings, tenant_id: str, job_id: st
         return "duplicate"
     request = write.AddRequest.from_json(job.request)
     try:
-        model = write.model_for(settings) if request.infer else None
+        model = (request.model or write.model_for(settings)) if request.infer and request.messages else None
         backend = _backend(model, settings) if model is not None else None
         result = write.plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
         with conn.transaction():

@@ -13,7 +13,7 @@ import psycopg
 
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.memory import store
+from chalicelib.memory import audit, store
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
 
 __all__ = ["delete", "index_text", "purge", "update"]
@@ -84,4 +84,6 @@ def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[
     embeddings); returns rows removed per kind. Nothing of the scope's text is left in any table."""
     with conn.transaction():
         store.lock_scope(conn, tenant_id, scope)
-        return store.purge(conn, tenant_id, scope)
+        counts = store.purge(conn, tenant_id, scope)
+        audit.record(conn, tenant_id, "purge", "scope", None, scope, actor=ACTOR, details=counts)
+        return counts

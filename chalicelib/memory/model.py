@@ -6,7 +6,10 @@ semantic persona, knowledge, entities, processes, skills):
 
 - ``fact`` — something true about the user or their world ("Uses PostgreSQL 16");
 - ``preference`` — a like, dislike or choice ("Prefers Python for scripting");
-- ``episode`` — something that happened, with its time ("Moved to Berlin in May 2023");
+- ``episode`` — something that happened, with its time ("Moved to Berlin in May 2023"); also the summary of a
+  conversation episode (seed 002 §6, §8: made by the episodes job, its raw messages kept with it);
+- ``instance`` — an episode older than 30 days (seed 002 §7, §9): its raw messages compressed, its summary kept
+  searchable;
 - ``procedural`` — how the user wants things done ("Always write tests first");
 - ``working`` — short-term state of one run (a plan, notes, recent context), with a TTL;
 - ``persona`` — the user's profile document (style, behaviour patterns);
@@ -39,8 +42,8 @@ __all__ = [
     "text_hash",
 ]
 
-MemoryType = Literal["fact", "preference", "episode", "procedural", "working", "persona", "knowledge", "entity",
-                     "process", "skill"]
+MemoryType = Literal["fact", "preference", "episode", "instance", "procedural", "working", "persona", "knowledge",
+                     "entity", "process", "skill"]
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 Event = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "ARCHIVE", "RESTORE", "CONSOLIDATE", "EXPIRE"]
 EVENTS: tuple[str, ...] = get_args(Event)

@@ -31,6 +31,7 @@ __all__ = [
     "extraction_request",
     "parse_decisions",
     "parse_facts",
+    "parse_object",
 ]
 
 MAX_FACTS = 50  # per add: more is a model gone wrong
@@ -112,7 +113,7 @@ def parse_facts(answer: str) -> list[Fact]:
     Raises:
         MalformedOutput: not a JSON object with a ``facts`` list of valid entries.
     """
-    data = _object(answer)
+    data = parse_object(answer)
     facts = data.get("facts")
     if not isinstance(facts, list):
         raise MalformedOutput('the answer must be {"facts": [...]}')
@@ -142,7 +143,7 @@ def parse_decisions(answer: str, *, facts: int, existing: int) -> list[Decision]
         MalformedOutput: not a JSON object with a ``decisions`` list; a fact decided twice or not at all; an
             unknown event; a ``target`` that is not one of the shown ids; an UPDATE without text.
     """
-    data = _object(answer)
+    data = parse_object(answer)
     decisions = data.get("decisions")
     if not isinstance(decisions, list):
         raise MalformedOutput('the answer must be {"decisions": [...]}')
@@ -169,7 +170,12 @@ def parse_decisions(answer: str, *, facts: int, existing: int) -> list[Decision]
     return [seen[i] for i in range(facts)]
 
 
-def _object(answer: str) -> dict[str, Any]:
+def parse_object(answer: str) -> dict[str, Any]:
+    """The JSON object a model answered (code fences and text around it tolerated).
+
+    Raises:
+        MalformedOutput: no JSON object found.
+    """
     text = _FENCE.sub("", answer.strip())
     try:
         data = json.loads(text)

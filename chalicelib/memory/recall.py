@@ -6,7 +6,7 @@ multiplied by a bounded decay.
 Per result (every term in [0, 1]):
 
     relevance  = (w_v · similarity + w_t · keyword) / (w_v + w_t)
-    context    = (relevance + α · max(relevance of the previous, of the next memory of its episode)) / (1 + α)
+    context    = (relevance + α · max(relevance of the previous, of the next of its add)) / (1 + α)
     match      = context · (1 + β · said by a speaker the query names) / (1 + β)      (when it names one)
                          · (1 + γ · valid_from inside a time the query names) / (1 + γ) (when it names one)
     freshness  = 0.5 ^ (days since last used / half-life)
@@ -24,13 +24,14 @@ query word or ranked below the keyword leg's candidates, and counts 0 there. The
 The three memory signals (each can be switched off per query, :class:`Signals`; ``benchmarks/memory.py`` measures
 what each buys on LoCoMo):
 
-- **Episode context** (α = :data:`CONTEXT_WEIGHT`): the memories one add stored together (one conversation's
-  messages, or the facts extracted from it) form an episode, in write order. A memory borrows part of its best
-  neighbour's relevance: in a conversation the answer often follows the turn that holds the question's words
-  ("What are you reading?" → "Charlotte's Web"). This is score regularisation over a document graph (Diaz,
-  "Regularizing Ad Hoc Retrieval Scores", CIKM 2005), the graph being the episode's sequence; LongMemEval (Wu et
-  al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single message for the same
-  reason. Neighbours outside both legs' candidates are added with their own similarity (keyword 0).
+- **Conversation context** (α = :data:`CONTEXT_WEIGHT`): the memories one add stored together (one
+  conversation's messages, or the facts extracted from it) are neighbours in write order. A memory borrows part
+  of its best neighbour's relevance: in a conversation the answer often follows the turn that holds the
+  question's words ("What are you reading?" → "Charlotte's Web"). This is score regularisation over a document
+  graph (Diaz, "Regularizing Ad Hoc Retrieval Scores", CIKM 2005), the graph being the add's sequence;
+  LongMemEval (Wu et al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single
+  message for the same reason. Neighbours outside both legs' candidates are added with their own similarity
+  (keyword 0).
 - **Speakers** (β = :data:`FACET_BOOST`): a query naming a speaker of the scope's memories (``metadata.speaker``,
   the message ``name`` of a verbatim add) prefers what that speaker said: questions about a person are mostly
   answered by that person's own statements (entity-centric retrieval, as in Zep's and mem0's entity nodes).
@@ -99,7 +100,7 @@ STRATEGIES: dict[str, Strategy] = {
 DEFAULT_STRATEGY = "balanced"
 # Candidates each leg returns before the strategy re-scores them.
 MIN_CANDIDATES = 100
-# α: the share of its best episode neighbour's relevance a memory borrows (see the module docstring).
+# α: the share of its best neighbour's relevance (same add) a memory borrows (see the module docstring).
 CONTEXT_WEIGHT = 0.5
 # β and γ: how much more a memory said by a speaker the query names, or valid from a time it names, counts.
 FACET_BOOST = 0.5
@@ -108,7 +109,7 @@ _DAY_S = 86_400.0
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """Which memory signals a search uses (module docstring): the episode ``context``, the ``speakers`` a query
+    """Which memory signals a search uses (module docstring): the conversation ``context``, the ``speakers`` a query
     names, the ``dates`` it names. All on by default."""
 
     context: bool = True
@@ -178,13 +179,14 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
         return []
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
     keyword = {r.id: (r.keyword or 0.0) / best_keyword for r in ranked}
-    episodes, params = None, None
+    neighbours, params = None, None
     if query.signals.context:
-        episodes, params = scope.predicate, dict(scope.params)
+        neighbours, params = scope.predicate, dict(scope.params)
         if where is not None:
-            episodes = sql.SQL("({}) AND {}").format(episodes, where.expression)
+            neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
             params.update(where.params)
-    rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, episodes=episodes, params=params)
+    rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
+                             params=params)
     # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
     # neighbours neither leg returned have no keyword score.
     evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},

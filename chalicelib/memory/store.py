@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.memory.model import Memory, MemoryScope
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NewMemory",
     "bump",
     "close",
+    "count",
     "delete",
     "edit",
     "HistoryEvent",
@@ -48,6 +50,7 @@ __all__ = [
     "revise",
     "scope_predicate",
     "similar",
+    "stats",
     "touch",
 ]
 
@@ -65,11 +68,11 @@ ACTIVE = """valid_to IS NULL AND superseded_by IS NULL AND consolidated_into IS 
 _INSERT = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
 SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(hash)s, %(memory_type)s,
     %(categories)s, %(confidence)s, %(importance)s, %(metadata)s, %(source_kind)s, %(source_id)s,
     coalesce(%(valid_from)s, now()), %(pinned)s, %(expires_at)s, %(verified)s, %(source_type)s, %(model)s, %(dim)s,
-    %(embedding)s, v, engram_tsvector_length(v)
+    %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
 # Many memories in one statement: one JSON array of rows, each with its position `ord`, and their vectors as one
@@ -77,26 +80,27 @@ RETURNING {_COLUMNS}"""
 _INSERT_MANY = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
 SELECT r.id, %(tenant)s, r.user_id, r.agent_id, r.run_id, r.memory, r.hash, r.memory_type, r.categories,
     r.confidence, r.importance, r.metadata, r.source_kind, r.source_id, coalesce(r.valid_from, now()), r.pinned,
     r.expires_at, r.verified, r.source_type, r.model, r.dim, (%(embeddings)s::vector[])[r.ord + 1], k.v,
-    engram_tsvector_length(k.v)
+    engram_tsvector_length(k.v), r.episode_messages
 FROM jsonb_to_recordset(%(rows)s) AS r(id text, user_id text, agent_id text, run_id text,
     memory text, hash text, memory_type text, categories text[], confidence real, importance real, metadata jsonb,
     source_kind text, source_id text, valid_from timestamptz, pinned boolean, expires_at timestamptz,
-    verified boolean, source_type text, model text, dim integer, index_text text, ord integer)
+    verified boolean, source_type text, model text, dim integer, index_text text, episode_messages jsonb,
+    ord integer)
 CROSS JOIN LATERAL (SELECT to_tsvector('english', r.index_text) AS v) AS k
 ORDER BY r.ord
 RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
 _GET = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
-# What recall ranks candidates by, in one statement: for each candidate row id and, with episodes, each neighbour
+# What recall ranks candidates by, in one statement: for each candidate row id and, with neighbours, each neighbour
 # of one (the memories one add stored together: same valid_from and source, i.e. one conversation's messages or
 # facts, in write order, among the scope's visible rows), its narrow ranking row, its neighbours and its cosine
 # similarity to the query vector (NULL without one, or for another embedding dimension).
-_EPISODES = """
+_NEIGHBOURS = """
 ordered AS (
     SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
     WHERE tenant_id = %(tenant)s AND ({scope})
@@ -126,6 +130,9 @@ _LIST = f"""SELECT {_COLUMNS} FROM memories
 WHERE tenant_id = %(tenant)s AND {{scope}} AND (%(types)s::text[] IS NULL OR memory_type = ANY(%(types)s))
   AND (%(all)s OR ({ACTIVE})) AND {{keyset}}
 ORDER BY {{order}} LIMIT %(page_limit)s"""
+_COUNT = f"""SELECT count(*) FROM memories
+WHERE tenant_id = %(tenant)s AND {{scope}} AND (%(types)s::text[] IS NULL OR memory_type = ANY(%(types)s))
+  AND (%(all)s OR ({ACTIVE}))"""
 _CLOSE = """
 UPDATE memories SET valid_to = coalesce(%(valid_to)s, now()), superseded_by = %(superseded_by)s,
     invalidated_by = %(invalidated_by)s, updated_at = now()
@@ -158,6 +165,7 @@ UPDATE memories SET memory = %(memory)s, hash = %(hash)s, embedding_model = %(mo
     valid_from = greatest(valid_from, %(valid_to)s), memory_type = coalesce(%(memory_type)s, memory_type),
     metadata = coalesce(%(metadata)s, metadata), categories = coalesce(%(categories)s, categories),
     importance = coalesce(%(importance)s, importance), pinned = coalesce(%(pinned)s, pinned),
+    verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 WHERE tenant_id = %(tenant)s AND id = %(id)s
@@ -165,7 +173,7 @@ RETURNING {", ".join("memories." + c.strip() for c in _COLUMNS.split(","))}"""
 _EDIT = f"""
 UPDATE memories SET memory_type = coalesce(%(memory_type)s, memory_type), metadata = coalesce(%(metadata)s, metadata),
     categories = coalesce(%(categories)s, categories), importance = coalesce(%(importance)s, importance),
-    pinned = coalesce(%(pinned)s, pinned),
+    pinned = coalesce(%(pinned)s, pinned), verified = coalesce(%(verified)s, verified),
     expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = %(id)s
 RETURNING {_COLUMNS}"""
@@ -194,12 +202,22 @@ WHERE tenant_id = %(tenant)s AND memory_id = %(id)s ORDER BY id"""
 _PURGE_TEXTS = "SELECT memory FROM memories WHERE tenant_id = %(tenant)s AND {scope}"
 _PURGE_HISTORY_TEXTS = """SELECT old_memory, new_memory FROM memory_history
 WHERE tenant_id = %(tenant)s AND {scope}"""
+_PURGE_EXCHANGE_TEXTS = """SELECT user_prompt, assistant_response FROM exchanges
+WHERE tenant_id = %(tenant)s AND {scope}"""
 _PURGE = {
     "memories": "DELETE FROM memories WHERE tenant_id = %(tenant)s AND {scope}",
     "history": "DELETE FROM memory_history WHERE tenant_id = %(tenant)s AND {scope}",
     "jobs": "DELETE FROM memory_jobs WHERE tenant_id = %(tenant)s AND {scope}",
+    "exchanges": "DELETE FROM exchanges WHERE tenant_id = %(tenant)s AND {scope}",
     "idempotency_records": "DELETE FROM idempotency_keys WHERE tenant_id = %(tenant)s AND {scope}",
 }
+_STATS = f"""SELECT count(*) FILTER (WHERE {ACTIVE}), count(*) FILTER (WHERE superseded_by IS NOT NULL),
+    count(*) FILTER (WHERE invalidated_by IS NOT NULL), count(*) FILTER (WHERE consolidated_into IS NOT NULL),
+    count(*) FILTER (WHERE archived_at IS NOT NULL), count(*) FILTER (WHERE expires_at <= now()), count(*),
+    count(DISTINCT user_id), count(DISTINCT agent_id), count(DISTINCT run_id)
+FROM memories WHERE tenant_id = %(tenant)s AND {{scope}}"""
+_STATS_BY_TYPE = f"""SELECT memory_type, count(*) FROM memories WHERE tenant_id = %(tenant)s AND {{scope}} AND {ACTIVE}
+GROUP BY 1 ORDER BY 2 DESC, 1"""
 _PURGE_CACHE = """DELETE FROM embedding_cache WHERE tenant_id = %(tenant)s AND sha256 = ANY(%(hashes)s)"""
 
 
@@ -226,15 +244,16 @@ class NewMemory:
     index_text: str
     verified: bool = False
     source_type: str | None = None
+    episode_messages: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
     """What recall ranks a candidate memory by besides its text: its row id ``seq``, ``speaker``
     (``metadata.speaker``, as text), ``valid_from``, ``importance``, ``pinned``, ``created_at``,
-    ``last_accessed_at``, its episode neighbours ``previous`` / ``following`` (None at an episode's ends, or when
-    episodes were not asked for) and its cosine ``similarity`` to the query in [−1, 1] (None without a query
-    vector) — a narrow row, so ranking a hundred candidates reads no text or JSON."""
+    ``last_accessed_at``, its neighbours ``previous`` / ``following`` among the memories of its add (None at the
+    ends, or when neighbours were not asked for) and its cosine ``similarity`` to the query in [−1, 1] (None
+    without a query vector) — a narrow row, so ranking a hundred candidates reads no text or JSON."""
 
     seq: int
     speaker: str | None
@@ -292,7 +311,8 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
               "expires_at": new.expires_at, "verified": new.verified, "source_type": new.source_type,
               "model": new.model, "dim": len(new.embedding),
               "embedding": new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding)),
-              "index_text": new.index_text}
+              "index_text": new.index_text,
+              "episode_messages": Jsonb(new.episode_messages) if new.episode_messages is not None else None}
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_INSERT, params).fetchone()
     assert row is not None
@@ -301,7 +321,7 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
 
 def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[str, NewMemory]]) -> list[Memory]:
     """Insert ``(memory id, memory)`` pairs in one statement (the tsvectors computed once, there); returns the rows
-    in input order, their ``seq`` ascending in that order (an episode's write order)."""
+    in input order, their ``seq`` ascending in that order (the add's write order)."""
     from pgvector import Vector
 
     if not rows:
@@ -313,7 +333,8 @@ def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[s
                 "importance": new.importance, "metadata": new.metadata, "source_kind": new.source_kind,
                 "source_id": new.source_id, "valid_from": _iso(new.valid_from), "pinned": new.pinned,
                 "expires_at": _iso(new.expires_at), "verified": new.verified, "source_type": new.source_type,
-                "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text, "ord": i}
+                "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text,
+                "episode_messages": new.episode_messages, "ord": i}
                for i, ((memory_id, new), vector) in enumerate(zip(rows, vectors))]
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         inserted = {m.id: m for m in cur.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload),
@@ -352,17 +373,17 @@ def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], 
 
 
 def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *, vector: Sequence[float] | None,
-               episodes: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
+               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
     """The :class:`Ranking` rows of the tenant's memories ``seqs`` (any order), with their similarity to
-    ``vector``. With ``episodes`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
-    filters whose rows may be returned), also each one's episode neighbours among those rows, and the rows of
+    ``vector``. With ``neighbours`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
+    filters whose rows may be returned), also each one's neighbours among those rows, and the rows of
     those neighbours (with ``previous`` / ``following`` None)."""
     from pgvector import Vector
 
     if not seqs:
         return []
     query = None if vector is None else vector if isinstance(vector, Vector) else Vector(list(vector))
-    rows = sql.SQL(_EPISODES).format(scope=episodes) if episodes is not None else sql.SQL(_ALONE)
+    rows = sql.SQL(_NEIGHBOURS).format(scope=neighbours) if neighbours is not None else sql.SQL(_ALONE)
     statement = sql.SQL(_CANDIDATES).format(rows=rows)
     values = {**(params or {}), "tenant": tenant_id, "seqs": list(seqs), "q": query,
               "dim": query.dimensions() if query is not None else 0}
@@ -419,6 +440,16 @@ def list_page(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, page
     return trim(page, rows)
 
 
+def count(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, *, memory_types: Sequence[str] | None = None,
+          include_inactive: bool = False) -> int:
+    """How many memories :func:`list_page` pages through for the same arguments."""
+    predicate, params = scope_predicate(scope)
+    statement = sql.SQL(_COUNT).format(scope=predicate)
+    return int(one(conn.execute(statement, {**params, "tenant": tenant_id,
+                                            "types": list(memory_types) if memory_types else None,
+                                            "all": include_inactive}))[0])
+
+
 def close(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, valid_to: datetime | None,
           superseded_by: str | None = None, invalidated_by: str | None = None) -> None:
     """Close a memory: it stopped holding at ``valid_to`` (None: now), replaced by ``superseded_by`` or contradicted
@@ -463,13 +494,14 @@ class Edit:
     pinned: bool | None = None
     set_expires: bool = False
     expires_at: datetime | None = None
+    verified: bool | None = None
 
     def params(self) -> dict[str, Any]:
         """The statement parameters of these fields."""
         return {"memory_type": self.memory_type,
                 "metadata": Jsonb(self.metadata) if self.metadata is not None else None,
                 "categories": self.categories, "importance": self.importance, "pinned": self.pinned,
-                "set_expires": self.set_expires, "expires_at": self.expires_at}
+                "set_expires": self.set_expires, "expires_at": self.expires_at, "verified": self.verified}
 
 
 def revise(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, text: str, hash: str, index_text: str,
@@ -558,14 +590,36 @@ def history(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> list[Hi
         return cur.execute(_HISTORY, {"tenant": tenant_id, "id": memory_id}).fetchall()
 
 
+def stats(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -> dict[str, Any]:
+    """Counts of the tenant's (or one scope's) memories: ``{"total", "active", "superseded", "invalidated",
+    "consolidated", "archived", "expired", "users", "agents", "runs", "active_by_type": {type: n}}``."""
+    predicate, params = scope_predicate(scope) if scope is not None else (sql.SQL("true"), {})
+    params = {**params, "tenant": tenant_id}
+    row = conn.execute(sql.SQL(_STATS).format(scope=predicate), params).fetchone()
+    assert row is not None
+    names = ("active", "superseded", "invalidated", "consolidated", "archived", "expired", "total", "users", "agents",
+             "runs")
+    out: dict[str, Any] = dict(zip(names, (int(v) for v in row)))
+    out["active_by_type"] = {t: int(n) for t, n in conn.execute(sql.SQL(_STATS_BY_TYPE).format(scope=predicate),
+                                                                 params).fetchall()}
+    return out
+
+
+def exchange_text(prompt: str, answer: str) -> str:
+    """What an exchange is indexed and embedded as (seed 004, "Storage Flow")."""
+    return f"User: {prompt}\nAssistant: {answer}"
+
+
 def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[str, int]:
-    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records
-    and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
+    """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records,
+    exchanges and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
     from chalicelib.store.embedding_cache import text_hash as cache_hash
 
     predicate, params = scope_predicate(scope)
     params = {**params, "tenant": tenant_id}
     texts = {row[0] for row in conn.execute(sql.SQL(_PURGE_TEXTS).format(scope=predicate), params)}
+    for prompt, answer in conn.execute(sql.SQL(_PURGE_EXCHANGE_TEXTS).format(scope=predicate), params):
+        texts.update((prompt, answer, exchange_text(prompt, answer)))
     for old, new in conn.execute(sql.SQL(_PURGE_HISTORY_TEXTS).format(scope=predicate), params):
         texts.update(t for t in (old, new) if t)
     counts = {kind: conn.execute(sql.SQL(statement).format(scope=predicate), params).rowcount

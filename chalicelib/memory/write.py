@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -31,7 +31,8 @@ from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, Usage
 from chalicelib.config import ENV_CHAT_BASE_URL, ENV_CHAT_MODEL, ENV_CHAT_PROVIDER, ENV_MEMORY_MODEL, Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError, UpstreamError
-from chalicelib.memory import prompts, store
+from chalicelib.memory import exchanges, prompts, store
+from chalicelib.memory.exchanges import NewExchange
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
 from chalicelib.memory.prompts import Fact, MalformedOutput
 
@@ -51,11 +52,13 @@ MODEL_ATTEMPTS = 2
 
 @dataclass(frozen=True, slots=True)
 class InputMessage:
-    """One message of an add: ``role`` (user, assistant, system), ``content`` and the speaker's ``name`` if any."""
+    """One message of an add: ``role`` (user, assistant, system), ``content``, the speaker's ``name`` if any and
+    ``metadata`` of its own (merged over the request's for the memory stored verbatim from it)."""
 
     role: str
     content: str
     name: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +79,15 @@ class AddRequest:
     timestamp: datetime | None = None
     source_kind: str = "api"
     source_id: str | None = None
+    source_type: str | None = None
+    verified: bool = False
+    exchange: NewExchange | None = None
+    model: str | None = None  # the memory model chosen when the add was accepted (None: the configured one)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (times as ISO 8601), stored with an asynchronous add's job."""
         out = dataclasses.asdict(self)
+        out["exchange"] = self.exchange.to_json() if self.exchange is not None else None
         for name in ("expires_at", "timestamp"):
             value = getattr(self, name)
             out[name] = value.isoformat() if value is not None else None
@@ -92,6 +100,7 @@ class AddRequest:
         values["messages"] = tuple(InputMessage(**m) for m in data["messages"])
         values["scope"] = MemoryScope(**data["scope"])
         values["categories"] = tuple(data.get("categories") or ())
+        values["exchange"] = NewExchange.from_json(data["exchange"]) if data.get("exchange") else None
         for name in ("expires_at", "timestamp"):
             values[name] = datetime.fromisoformat(data[name]) if data.get(name) else None
         return cls(**values)
@@ -115,6 +124,7 @@ class Change:
     target: Memory | None = None
     embedding: Any = None
     id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def result(self) -> dict[str, Any]:
         """The add's result entry: ``{"id", "event", "memory", "memory_type", "previous_memory"?, ...}``."""
@@ -134,6 +144,7 @@ class AddResult:
     model: str | None = None
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
+    exchange_vector: Any = None  # the embedding of the request's exchange, when it records one
 
     def usage_dict(self) -> dict[str, Any]:
         """``{"model", "model_calls", "input_tokens", "output_tokens", "total_tokens"}``."""
@@ -175,6 +186,16 @@ def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: A
 def plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
          backend: ChatBackend | None, model: str | None) -> AddResult:
     """Decide what the add changes, reading only: the model calls and the embeddings happen here."""
+    result = _plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
+    if request.exchange is not None:
+        result.exchange_vector = embedder.embed([exchanges.text_of(request.exchange)])[0]
+    return result
+
+
+def _plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
+          backend: ChatBackend | None, model: str | None) -> AddResult:
+    if not request.messages:
+        return AddResult([], model=model)
     if not request.infer:
         return AddResult(_verbatim(conn, tenant_id, request, embedder))
     assert backend is not None and model is not None, "inference needs a chat backend and a model"
@@ -225,6 +246,11 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
     scope = request.scope
     store.lock_scope(conn, tenant_id, scope)
     valid_from = request.timestamp
+    if request.expires_at is None and any(c.memory_type == "working" and c.event != "NOOP" for c in result.changes):
+        from chalicelib.store import tenants  # working memory's TTL: the tenant's, seed 002's 24 h by default
+
+        ttl = tenants.limits(conn, tenant_id).working_ttl_s
+        request = dataclasses.replace(request, expires_at=datetime.now(UTC) + timedelta(seconds=ttl))
     actor = f"model:{result.model}" if result.model else "api"
     bumped = [c.target.id for c in result.changes if c.event == "NOOP" and c.target is not None]
     writes = [c for c in result.changes if c.event != "NOOP"]
@@ -267,6 +293,8 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
                                       {"invalidated_by": new.id}))
     store.record_many(conn, tenant_id, events)
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
+    if request.exchange is not None and result.exchange_vector is not None:
+        exchanges.insert(conn, tenant_id, request.exchange, model=embedder.model, vector=result.exchange_vector)
 
 
 def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, embedder: Embedder) -> list[Change]:
@@ -275,7 +303,8 @@ def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, emb
         if message.role == "system" or not message.content.strip():
             continue
         changes.append(Change("ADD", message.content.strip(), memory_type=request.memory_type or "fact",
-                              importance=_importance(request, 0.5), speaker=message.name, role=message.role))
+                              importance=_importance(request, 0.5), speaker=message.name, role=message.role,
+                              metadata=dict(message.metadata or {})))
     stored = store.find_by_hashes(conn, tenant_id, request.scope, [text_hash(c.text) for c in changes])
     seen: set[str] = set()
     for change in changes:
@@ -361,8 +390,18 @@ def _categories(request: AddRequest, change: Change) -> list[str]:
     return list(dict.fromkeys([*request.categories, *change.tags]))[:MAX_CATEGORIES]
 
 
+def _source_type(request: AddRequest, change: Change) -> str | None:
+    """Seed 002's provenance: what the caller says, else ``inferred`` (extracted by the model) or
+    ``user_stated`` (the user's own words, stored verbatim)."""
+    if request.source_type is not None:
+        return request.source_type
+    if request.infer:
+        return "inferred"
+    return "user_stated" if change.role == "user" else None
+
+
 def _new_memory(request: AddRequest, change: Change, model: str) -> store.NewMemory:
-    metadata = dict(request.metadata)
+    metadata = {**request.metadata, **change.metadata}
     if change.speaker:
         metadata.setdefault("speaker", change.speaker)
     if change.role:
@@ -372,4 +411,5 @@ def _new_memory(request: AddRequest, change: Change, model: str) -> store.NewMem
                            confidence=change.confidence, importance=change.importance, metadata=metadata,
                            source_kind=request.source_kind, source_id=request.source_id,
                            valid_from=request.timestamp, pinned=request.pinned, expires_at=request.expires_at,
-                           model=model, embedding=change.embedding, index_text=_index_text(change))
+                           model=model, embedding=change.embedding, index_text=_index_text(change),
+                           source_type=_source_type(request, change), verified=request.verified)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 
-__all__ = ["CHUNKS", "MEMORIES", "Corpus", "Scope", "store_scope"]
+__all__ = ["CHUNKS", "EXCHANGES", "MEMORIES", "Corpus", "Scope", "store_scope"]
 
 Statistics = Literal["maintained", "scope"]
 
@@ -83,6 +83,8 @@ CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partitio
 
 # Agent memories (migration 0010): small scopes (one user's, agent's or run's), statistics over the scope itself.
 MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_column="seq")
+# Exchanges (migration 0015): a user's earlier turns, searched like memories.
+EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
 
 
 def store_scope(tenant_id: str, store_ids: list[str], rows: int) -> Scope:

@@ -29,8 +29,12 @@ SELECT count(*) FILTER (WHERE sf.status = 'in_progress'), count(*) FILTER (WHERE
 FROM file_batch_files b JOIN vector_store_files sf
   ON sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.tenant_id = b.tenant_id
 WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(id)s"""
-_CANCEL = """UPDATE file_batches SET cancelled_at = coalesce(cancelled_at, now())
-WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND id = %(id)s"""
+# Only a batch with work left is cancelled (OpenAI returns a finished batch unchanged).
+_CANCEL = """UPDATE file_batches b SET cancelled_at = coalesce(b.cancelled_at, now())
+WHERE b.tenant_id = %(tenant)s AND b.vector_store_id = %(store)s AND b.id = %(id)s AND EXISTS (
+    SELECT 1 FROM file_batch_files bf JOIN vector_store_files vf
+      ON vf.vector_store_id = bf.vector_store_id AND vf.file_id = bf.file_id
+    WHERE bf.batch_id = b.id AND vf.tenant_id = %(tenant)s AND vf.status = 'in_progress')"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,8 @@ def status(batch: Batch, counts: FileCounts) -> BatchStatus:
 
 def cancel(conn: psycopg.Connection, tenant_id: str, store_id: str, batch_id: str) -> Batch:
     """Cancel a batch: its files still ``in_progress`` become ``cancelled`` (and lose any chunks an earlier
-    attachment left), in one transaction. Cancelling twice is harmless.
+    attachment left), in one transaction. A batch with nothing in progress (finished, or already cancelled) is
+    returned unchanged.
 
     Raises:
         NotFoundError: no such batch.

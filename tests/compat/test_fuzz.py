@@ -6,11 +6,14 @@ generated request can legitimately write, by construction:
 
 - routes that change a stored object (update/delete a store, delete a file, cancel a batch, update/detach a store
   file) only ever name objects that do not exist;
+- the purges (``DELETE /v1/memories``, ``DELETE /mem0/v1/memories``) are only ever given scope ids they refuse;
 - routes that create (``POST /files``, ``/vector_stores``, ``/vector_stores/{id}/files``, ``/file_batches``,
   ``/uploads``) always carry a "poison": a field that is invalid, or a file id that does not exist (checked before
   anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
 - ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
   called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
+- the mem0 adapter's add (``POST /mem0/v3/memories/add``) carries the same poison as ``POST /v1/memories`` (an
+  invalid ``user_id``); its get_all and search are read-only;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -48,11 +51,13 @@ SEARCH = settings(HYPOTHESIS, max_examples=400)
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 PATH_PARAM = re.compile(r"\{(\w+)\}")
 ROUTES = sorted((path, method) for path, methods in application.app.routes.items() for method in methods
-                if path.startswith("/v1/"))
+                if path.startswith(("/v1/", "/mem0/")))
 
 # Which path parameters may name a real object, per (method, template); the rest only ever name nothing.
 READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search"),
-                                                        ("POST", "/v1/memories/search")}
+                                                        ("POST", "/v1/memories/search"),
+                                                        ("POST", "/mem0/v3/memories"),
+                                                        ("POST", "/mem0/v3/memories/search")}
 REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/files"),  # poisoned file_id
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches"),  # poisoned file ids
@@ -61,8 +66,10 @@ REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),  # the batch never exists
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
-            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB}
+            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
+            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
+PURGES = {"/v1/memories", "/mem0/v1/memories"}  # DELETE: a whole scope, named in the query string
 
 
 def test_every_route_is_fuzzed():
@@ -80,7 +87,11 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
-        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}")} == WRITES
+        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
+        ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
+        ("DELETE", "/mem0/v1/memories")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -135,6 +146,10 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
+    "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, metadata, valid_to, expires_at FROM memories",
+    "memory_history": "SELECT id, memory_id, event, old_memory, new_memory FROM memory_history",
+    "memory_jobs": "SELECT id, status FROM memory_jobs",
 }
 
 
@@ -252,6 +267,14 @@ FIELDS = {
             "ranking_options": ranking_options, "max_num_results": scalar, "name": text,
             "parameters": json_value})), max_size=3),
     "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required", {"type": "file_search"}]), json_value),
+    "messages": st.one_of(text, json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), text), "content": text})),
+        max_size=3)),
+    "user_id": st.one_of(st.just("fuzz-user"), text, json_value),
+    "top_k": scalar, "threshold": scalar, "text": text, "infer": scalar,
+    "expiration_date": st.one_of(st.sampled_from(["2030-01-31", "9999-12-31", "0001-01-01", "2030-02-30"]), text),
+    "timestamp": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00+05:00", "-1", "1e400"])),
+    "reference_date": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00Z", "9999-12-31"])),
 }
 # Fields each body-taking route reads (others are sent too: unknown fields must be ignored).
 ROUTE_FIELDS = {
@@ -265,6 +288,10 @@ ROUTE_FIELDS = {
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
     "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
+    "/mem0/v3/memories/add": ["messages", "user_id", "filters", "metadata", "infer", "timestamp", "expiration_date"],
+    "/mem0/v3/memories/search": ["query", "filters", "user_id", "top_k", "threshold", "metadata", "reference_date"],
+    "/mem0/v3/memories": ["filters", "user_id"],
+    "/mem0/v1/memories/{memory_id}": ["text", "metadata", "timestamp", "expiration_date"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -339,7 +366,9 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
         body["previous_response_id"] = unknown_id(ids.RESPONSE)
-    elif template == "/v1/memories" and method == "POST":
+    elif template == "/v1/agents" and method == "POST":
+        body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
+    elif template in ("/v1/memories", "/mem0/v3/memories/add") and method == "POST":
         body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
     return body
 
@@ -374,7 +403,8 @@ query_value = st.one_of(st.sampled_from(["-1", "0", "abc", "1e3", "10001", "101"
                                          "desc", "asc", "ASC", "in_progress", "x", "🦜", "\x00", "a" * 200,
                                          "file-../x", "vs_%00", "' OR 1=1"]), st.text(max_size=20))
 query_params = st.dictionaries(st.sampled_from(["limit", "order", "after", "before", "filter", "purpose", "x",
-                                                "limit[]", "order\x00"]), query_value, max_size=4)
+                                                "limit[]", "order\x00", "user_id", "run_id"]), query_value,
+                               max_size=4)
 
 
 @dataclass
@@ -403,6 +433,9 @@ def calls(draw, real: Real) -> Call:
     for name, value in values.items():
         path_text = path_text.replace("{" + name + "}", value)
     params = draw(query_params)
+    if method == "DELETE" and path in PURGES:
+        # a purge names its scope in the query: keep only ids it must refuse (NUL), make the others too long
+        params = {k: (v if k not in ("user_id", "run_id") or "\x00" in v else "x" * 200) for k, v in params.items()}
     if path == "/v1/files" and method == "POST":
         content, ctype = draw(multipart_body())
     elif path == "/v1/uploads/{upload_id}/parts":  # the upload never exists
@@ -483,7 +516,7 @@ def _check(response: httpx.Response, call: Call) -> None:
     where = f"{call.method} {call.path[:200]} params={call.params!r} body={body_head!r}"
     assert response.status_code < 500, f"{response.status_code} for {where}: {response.text[:500]}"
     if response.status_code < 400:
-        assert call.method == "GET" or call.template.endswith("/search") or call.template.endswith("/content"), where
+        assert (call.method, call.template) in READ_ONLY or call.template.endswith("/content"), where
         return
     body = response.json()  # unknown paths too (the path normalised away, an empty segment): see test_errors
     assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, f"{where}: {body}"
@@ -527,6 +560,41 @@ def test_fuzz_search_bodies(http, real, before, q, f, r, n, ascii):
     response = _send(http, call)
     error = (response.json().get("error") or {}) if response.status_code < 500 else {}
     _event(f"search -> {response.status_code} {error.get('param')}")
+    _check(response, call)
+
+
+MEM0_KEYS = ["user_id", "agent_id", "run_id", "app_id", "metadata", "created_at", "AND", "OR", "NOT"]
+mem0_condition = st.one_of(
+    st.fixed_dictionaries({}, optional={"user_id": st.one_of(st.just("fuzz-user"), st.just("*"), json_value),
+                                        "run_id": st.one_of(st.just("*"), text, json_value),
+                                        "metadata": st.one_of(pairs, st.dictionaries(key, st.dictionaries(
+                                            st.sampled_from(["eq", "in", "gte", "contains", "x"]), json_value,
+                                            max_size=2), max_size=3)),
+                                        "created_at": st.one_of(json_value, st.dictionaries(
+                                            st.sampled_from(["gte", "gt", "lte", "lt", "eq"]),
+                                            st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-02-30",
+                                                                                "2024-01-01T10:00:00+01:00"])),
+                                            max_size=3))}),
+    st.dictionaries(st.one_of(st.sampled_from(MEM0_KEYS), key), json_value, max_size=3))
+mem0_filters = st.recursive(mem0_condition, lambda inner: st.fixed_dictionaries(
+    {"AND": st.lists(inner, max_size=4)}, optional={"OR": st.lists(inner, max_size=2)}), max_leaves=10)
+
+
+@SMALL
+@given(f=st.one_of(st.none(), mem0_filters), metadata=st.one_of(st.none(), pairs, json_value),
+       top_k=st.one_of(st.none(), number), when=st.one_of(st.none(), scalar), get_all=st.booleans(),
+       scoped=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_mem0_filters(http, before, f, metadata, top_k, when, get_all, scoped, ascii):
+    """The mem0 adapter's search and get_all with a valid scope and hostile filters, metadata, top_k and dates, so
+    they reach the translation into the native search (and its filter compiler), not only the request schema."""
+    filters = {"AND": [{"user_id": "fuzz-user"}, f]} if scoped and f is not None else f
+    body = {k: v for k, v in (("query", "lighthouses"), ("filters", filters), ("metadata", metadata),
+                              ("top_k", top_k), ("reference_date", when)) if v is not None}
+    template = "/mem0/v3/memories" if get_all else "/mem0/v3/memories/search"
+    call = Call("POST", template, template, {}, _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    _event(f"mem0 {'get_all' if get_all else 'search'} -> {response.status_code} "
+           f"{(response.json().get('error') or {}).get('param') if response.status_code >= 400 else ''}")
     _check(response, call)
 
 

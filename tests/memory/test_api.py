@@ -3,6 +3,7 @@ as versions, search, history, validation."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -206,6 +207,8 @@ def test_delete_scrubs_history_text(api):
     ("post", "/memories/search", {"query": "x", "user_id": "u", "filters": {"type": "zz"}}, "filters.type"),
     ("get", "/memories", None, None),
     ("delete", "/memories", None, None),
+    ("get", "/memories?user_id=a%00b", None, "user_id"),
+    ("delete", "/memories?run_id=%00", None, "run_id"),
     ("get", "/memories/vs_123", None, "memory_id"),
     ("post", "/memories/mem_abc", {"memory": ""}, "memory"),
 ])
@@ -236,3 +239,36 @@ def test_model_name_is_the_configured_memory_model(api, fake):
     fake.push(facts())
     result = _add(api("model"), messages="hello there", user_id="u1")
     assert result["results"] == [] and fake.requests[0]["model"] == MEMORY_MODEL
+
+
+def test_restore_and_audit_over_http_never_show_text(api):
+    client = api("audit")
+    created = _add(client, messages="Secret garden code 5150", user_id="u1", infer=False)["results"][0]
+    assert client.post(f"/memories/{created['id']}/restore").status_code == 400  # not archived
+    from chalicelib import deps
+    from chalicelib.store.db import connect
+
+    with connect(deps.current_settings()) as conn:
+        conn.execute("UPDATE memories SET archived_at = now() WHERE id = %s", (created["id"],))
+    assert _search(client, query="garden code", user_id="u1") == []
+    restored = client.post(f"/memories/{created['id']}/restore")
+    assert restored.status_code == 200 and restored.json()["status"] == "active"
+    assert [m["id"] for m in _search(client, query="garden code", user_id="u1")] == [created["id"]]
+    client.delete("/memories", params={"user_id": "u1"})
+    audit = client.get("/memories/audit", params={"limit": 1}).json()
+    assert audit["object"] == "list" and audit["has_more"] is True and audit["data"][0]["event"] == "purge"
+    rest = client.get("/memories/audit", params={"after": audit["data"][0]["id"]}).json()["data"]
+    assert [e["event"] for e in rest] == ["restore"]
+    assert "5150" not in json.dumps(audit) + json.dumps(rest)
+    assert client.get("/memories/audit", params={"event": "nope"}).status_code == 400
+    assert api("audit-other").get("/memories/audit").json()["data"] == []
+
+
+def test_working_memory_needs_a_run_and_expires_in_a_day(api):
+    client = api("working")
+    response = client.post("/memories", json={"messages": "Draft plan", "user_id": "u1", "infer": False,
+                                              "memory_type": "working"})
+    assert response.status_code == 400 and "run_id" in response.json()["error"]["message"]
+    created = _add(client, messages="Draft plan", user_id="u1", run_id="r1", infer=False, memory_type="working")
+    memory = client.get(f"/memories/{created['results'][0]['id']}").json()
+    assert 86_000 < memory["expires_at"] - memory["created_at"] <= 86_400

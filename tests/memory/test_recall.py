@@ -1,5 +1,5 @@
 """Recall's memory signals and the batched add path, in-process on the module's real database (hashing embedder):
-episode context, named speakers, named dates, decay counted from last use, access counting, one add of many
+conversation context, named speakers, named dates, decay counted from last use, access counting, one add of many
 messages."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_an_answer_borrows_relevance_from_the_turn_before_it_in_the_same_convers
     answer = next(h for h in hits if h.memory.memory.startswith("Charlotte"))
     assert _texts(hits)[:2] == ["Which novel are you reading these days?", "Charlotte's Web, a gift from my aunt."]
     assert answer.details["context"] > answer.details["relevance"]
-    # The turn added by another add (another episode) is no neighbour: it gets nothing from the question.
+    # The turn added by another add (another conversation) is no neighbour: it gets nothing from the question.
     tea = next(h for h in hits if h.memory.memory.startswith("Tea"))
     assert tea.details["context"] == tea.details["relevance"]
     without = search("which novel is he reading", "ctx", signals=recall.Signals(context=False))

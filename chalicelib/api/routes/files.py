@@ -13,6 +13,7 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
+from chalicelib.store import tenants
 from chalicelib.wire import FILE_PURPOSES
 
 bp = Blueprint(__name__)
@@ -43,11 +44,11 @@ def create_file() -> Response:
     expires_in = _expires_in(form.fields)
     filename = _filename(upload.filename)
     config = deps.current_settings()
-    limit = config.max_file_bytes
-    if len(upload.data) > limit:
-        raise PayloadTooLargeError(f"File is {len(upload.data):,} bytes; the limit is {limit:,} bytes.",
-                                   param="file")
     with tenant_db() as conn:
+        limit, source = tenants.max_file_bytes(conn, current_tenant(), config.max_file_bytes)
+        if len(upload.data) > limit:
+            raise PayloadTooLargeError(f"File is {len(upload.data):,} bytes; {source} is {limit:,} bytes.",
+                                       param="file")
         row = file_rows.create_file(conn, current_tenant(), filename=filename, data=upload.data, purpose=purpose,
                                     expires_in_s=expires_in, blobs=file_rows.content_blobs(deps.blob_store(config)))
     return respond(objects.file_object(row))

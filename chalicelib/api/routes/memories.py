@@ -4,7 +4,8 @@ tenant; row-level security stands behind both."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, get_args
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -24,10 +25,12 @@ from chalicelib.api.memory_schemas import (
 )
 from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.memory import add_jobs, manage, recall, write
+from chalicelib.memory import add_jobs, archive, audit, manage, recall, write
 from chalicelib.memory import store as memories
+from chalicelib.memory.model import Memory
 from chalicelib.memory.store import Edit
 from chalicelib.store import idempotency
+from chalicelib.validation import check_storable
 
 bp = Blueprint(__name__)
 
@@ -71,7 +74,8 @@ def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_ki
                 return replay.status, replay.body
         try:
             if run_async:
-                job = add_jobs.submit(conn, tenant, add_request, dispatcher=deps.dispatcher())
+                job = add_jobs.submit(conn, tenant, dataclasses.replace(add_request, model=model),
+                                      dispatcher=deps.dispatcher())
                 status, out = 202, objects.memory_job_object(job)
                 if idempotency_key is not None:
                     idempotency.save(conn, tenant, idempotency_key, status, out)
@@ -99,14 +103,47 @@ def create_memories() -> Response:
     return respond(out, status=status, in_progress=status == 202 and out.get("status") in ("queued", "in_progress"))
 
 
+def search(body: dict[str, Any]) -> tuple[SearchMemories, list[recall.Hit]]:
+    """The search behind ``POST /v1/memories/search`` (and the mem0 adapter): the validated body and its hits,
+    best first.
+
+    Raises:
+        InvalidRequestError: a malformed body or filter.
+        UpstreamError: embedding the query failed.
+    """
+    parsed = request.validate(SearchMemories, body)
+    with tenant_db() as conn:
+        hits = recall.search(conn, deps.current_settings(), current_tenant(), to_query(parsed),
+                             embedder=deps.embedder())
+    return parsed, hits
+
+
+def update(memory_id: str, body: dict[str, Any]) -> Memory:
+    """The update behind ``POST /v1/memories/{id}`` (and the mem0 adapter): new ``memory`` text makes a new
+    version (re-embedded, the old one kept and visible with ``as_of``); other fields change in place. Both are
+    recorded in the history.
+
+    Raises:
+        InvalidRequestError: a malformed id or body, or the memory is no longer current.
+        NotFoundError: no such memory for this tenant.
+        UpstreamError: embedding the new text failed (nothing written).
+    """
+    target = checked_id(memory_id)
+    parsed = request.validate(UpdateMemory, body)
+    changes = Edit(memory_type=parsed.memory_type, metadata=parsed.metadata, categories=parsed.categories,
+                   importance=parsed.importance, pinned=parsed.pinned,
+                   set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at),
+                   verified=parsed.verified)
+    with tenant_db() as conn:
+        return manage.update(conn, current_tenant(), target, text=parsed.memory, changes=changes,
+                             embedder=deps.embedder(), valid_from=to_time(parsed.timestamp))
+
+
 @bp.route("/memories/search", methods=["POST"])
 def search_memories() -> dict:
     """The scope's memories that best answer ``query``, scored (``score``, ``score_details``)."""
-    body = request.validate(SearchMemories, request.json_body(bp.current_request))
-    tenant = current_tenant()
-    with tenant_db() as conn:
-        hits = recall.search(conn, deps.current_settings(), tenant, to_query(body), embedder=deps.embedder())
-    return objects.memory_search_page(body.query, hits)
+    parsed, hits = search(request.json_body(bp.current_request))
+    return objects.memory_search_page(parsed.query, hits)
 
 
 @bp.route("/memories", methods=["GET"])
@@ -136,6 +173,35 @@ def purge_memories() -> dict:
     return {"object": "memory.purge", "deleted": True, **scope.as_dict(), "counts": counts}
 
 
+@bp.route("/memories/audit", methods=["GET"])
+def memory_audit() -> dict:
+    """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
+    previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
+    params = request.query(bp.current_request)
+    page = request.page({k: v for k, v in params.items() if k != "after"}, default_limit=20, max_limit=100,
+                        before=False)
+    after = params.get("after")
+    if after is not None and not after.isdigit():
+        raise InvalidRequestError("Invalid 'after': expected the id (an integer) of an audit entry.", param="after",
+                                  code="invalid_value")
+    event = request.choice(params, "event", get_args(audit.Event))
+    with tenant_db() as conn:
+        rows, has_more = audit.list_page(conn, current_tenant(), limit=page.limit,
+                                         after=int(after) if after else None, order=page.order, event=event,
+                                         entity_id=params.get("memory_id") or None,
+                                         user_id=params.get("user_id") or None)
+    data = [objects.memory_audit_entry(r) for r in rows]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": has_more}
+
+
+@bp.route("/memories/{memory_id}/restore", methods=["POST"])
+def restore_memory(memory_id: str) -> dict:
+    """Bring an archived or merged memory back into recall."""
+    with tenant_db() as conn:
+        return objects.memory_object(archive.restore(conn, current_tenant(), checked_id(memory_id), actor="api"))
+
+
 @bp.route("/memories/jobs/{job_id}", methods=["GET"])
 def retrieve_memory_job(job_id: str) -> Response:
     """An asynchronous add's job: ``status``, and ``results`` and ``usage`` once completed."""
@@ -156,15 +222,7 @@ def retrieve_memory(memory_id: str) -> dict:
 def update_memory(memory_id: str) -> dict:
     """Update a memory: new ``memory`` text makes a new version (re-embedded, the old one kept and visible with
     ``as_of``); other fields change in place. Both are recorded in the history."""
-    target = checked_id(memory_id)
-    body = request.validate(UpdateMemory, request.json_body(bp.current_request))
-    changes = Edit(memory_type=body.memory_type, metadata=body.metadata, categories=body.categories,
-                   importance=body.importance, pinned=body.pinned, set_expires="expires_at" in body.model_fields_set,
-                   expires_at=to_time(body.expires_at))
-    with tenant_db() as conn:
-        updated = manage.update(conn, current_tenant(), target, text=body.memory, changes=changes,
-                                embedder=deps.embedder(), valid_from=to_time(body.timestamp))
-    return objects.memory_object(updated)
+    return objects.memory_object(update(memory_id, request.json_body(bp.current_request)))
 
 
 @bp.route("/memories/{memory_id}", methods=["DELETE"])
@@ -189,12 +247,17 @@ def memory_history(memory_id: str) -> dict:
 
 
 def _scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings)."""
+    """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings).
+
+    Raises:
+        InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
+    """
     out: dict[str, Any] = {}
     for name in ("user_id", "agent_id", "run_id", *extra):
         value = params.get(name)
         if value is None or value == "":
             continue
+        check_storable(value, name)
         if name == "include_inactive":
             if value.lower() not in _BOOLEANS:
                 raise InvalidRequestError(f"Invalid '{name}': expected true or false, got {value[:40]!r}.",

@@ -44,7 +44,7 @@ def create_vector_store() -> Response:
             store = vector_stores.create(
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
                 metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
-            attach.attach_all(conn, tenant, store.id, prepared)
+            attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
         return _object(conn, tenant, vector_stores.get(conn, tenant, store.id))
