@@ -11,8 +11,10 @@ Three parts (``--parts``, default all three):
   ``recall.search`` (top 20, no access counted, ``now`` = the day after the last session: the questions are
   asked once the conversation is over); a memory maps back to its turn by its text. Metrics as the task defines
   them (macro averages): Recall@5/10/20, All@10, nDCG@10, per category and overall, for each recall variant
-  (an ablation: the shipped default, then with each retrieval feature switched off). Embeddings go through
-  Engram's content-hash embedding cache, so only the first run embeds (the local MiniLM: minutes on 2 cores).
+  (an ablation: the memory signals added one at a time, then the default with each one left out, then the
+  default as if every memory had been written live at its session's time, so that freshness and decay count
+  from then; ``--decay-floor`` changes the floor for that). Embeddings go through Engram's content-hash
+  embedding cache, so only the first run embeds (the local MiniLM: minutes on 2 cores).
 * ``scale`` — ``--memories`` memories (default 100,000) over ``--users`` users (1,000) in one tenant with the
   hashing embedder: add throughput (``infer: false``, ``--batch`` messages per add) and scoped search p50/p95,
   with the EXPLAIN of the search's statements.
