@@ -23,7 +23,7 @@ from chalicelib import deps
 from chalicelib.errors import EngramError
 from chalicelib.memory.model import MemoryScope
 
-app = typer.Typer(help="Agent memories: add, search, list, get, delete, history, purge, stats.",
+app = typer.Typer(help="Agent memories: add, search, list, get, update, delete, history, purge, stats, restore, audit.",
                   no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
@@ -215,6 +215,27 @@ def get(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None
         table.add_row(key, escape(json.dumps(shown, ensure_ascii=False) if isinstance(shown, dict | list)
                                   else str(shown if shown is not None else "")))
     console.print(table)
+
+
+@app.command("update")
+def update(memory_id: str = typer.Argument(..., help="mem_..."), text: str = typer.Argument(..., help="The new text."),
+           timestamp: str | None = typer.Option(None, help="When it became true (Unix seconds or ISO 8601)."),
+           tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """Give a memory new text: a new version with the same id; the old one stays visible with --as-of."""
+    from chalicelib.api import objects
+    from chalicelib.memory import manage
+    from chalicelib.memory.store import Edit
+
+    try:
+        with deps.connect() as conn:
+            updated = manage.update(conn, _tenant(tenant), memory_id, text=text, changes=Edit(),
+                                    embedder=deps.embedder(), valid_from=_time(timestamp, "--timestamp"))
+    except EngramError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(objects.memory_object(updated), indent=2, ensure_ascii=False))
+        return
+    console.print(f"updated {memory_id}: {escape(updated.memory)}")
 
 
 @app.command("delete")

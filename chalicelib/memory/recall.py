@@ -1,19 +1,52 @@
 """Searching memories: hybrid relevance from the shared vector and BM25 legs (:mod:`chalicelib.search.ranking`,
-over the ``MEMORIES`` corpus, the scope restricted in SQL), weighted with recency and importance by a strategy, and
+over the ``MEMORIES`` corpus, the scope restricted in SQL), sharpened by what memories have and documents do not
+(the conversation around them, who said them, when), weighted with freshness and importance by a strategy, and
 multiplied by a bounded decay.
 
 Per result (every term in [0, 1]):
 
     relevance  = (w_v · similarity + w_t · keyword) / (w_v + w_t)
-    recency    = 0.5 ^ (days since last access, else since valid_from / half-life)
-    base       = (w_v · similarity + w_t · keyword + w_r · recency + w_i · importance) / (w_v + w_t + w_r + w_i)
-    decay      = 1 if pinned else max(floor, 0.5 ^ (days since last access / half-life))
+    context    = (relevance + α · max(relevance of the previous, of the next of its add)) / (1 + α)
+    match      = context · (1 + β · said by a speaker the query names) / (1 + β)      (when it names one)
+                         · (1 + γ · valid_from inside a time the query names) / (1 + γ) (when it names one)
+    freshness  = 0.5 ^ (days since last used / half-life)
+    base       = ((w_v + w_t) · match + w_r · freshness + w_i · importance) / (w_v + w_t + w_r + w_i)
+    decay      = 1 if pinned else max(floor, freshness)
     score      = base · decay
 
 ``similarity`` is the cosine similarity (clamped at 0), ``keyword`` BM25 over the scope divided by the best
-score in the scope for the query. The half-life (90 days) and the floor (0.5) follow seed 000 ("Memory Decay") and
-are settings; the floor is what keeps old but correct memories findable (unbounded decay zeroes them). The
-strategies' weights are seed 002's ("Weighting Strategies").
+score in the scope for the query. Both are known for every candidate: the similarity of a memory only the keyword
+leg returned is computed exactly, not taken as 0 (a convex combination of scores needs both; Bruch et al., "An
+Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023); a memory only the vector leg returned matched no
+query word or ranked below the keyword leg's candidates, and counts 0 there. The strategies' weights are seed
+002's ("Weighting Strategies").
+
+The three memory signals (each can be switched off per query, :class:`Signals`; ``benchmarks/memory.py`` measures
+what each buys on LoCoMo):
+
+- **Conversation context** (α = :data:`CONTEXT_WEIGHT`): the memories one add stored together (one
+  conversation's messages, or the facts extracted from it) are neighbours in write order. A memory borrows part
+  of its best neighbour's relevance: in a conversation the answer often follows the turn that holds the
+  question's words ("What are you reading?" → "Charlotte's Web"). This is score regularisation over a document
+  graph (Diaz, "Regularizing Ad Hoc Retrieval Scores", CIKM 2005), the graph being the add's sequence;
+  LongMemEval (Wu et al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single
+  message for the same reason. Neighbours outside both legs' candidates are added with their own similarity
+  (keyword 0).
+- **Speakers** (β = :data:`FACET_BOOST`): a query naming a speaker of the scope's memories (``metadata.speaker``,
+  the message ``name`` of a verbatim add) prefers what that speaker said: questions about a person are mostly
+  answered by that person's own statements (entity-centric retrieval, as in Zep's and mem0's entity nodes).
+- **Time** (γ = :data:`FACET_BOOST`): a query naming a date, month or year (:mod:`chalicelib.memory.temporal`)
+  prefers memories valid from inside that time (LongMemEval's time-aware query expansion, used as a soft boost).
+
+The boosts divide by their maximum so every score stays in [0, 1]; a query naming no speaker or time, or only
+a time none of the candidates is from, is not scaled. α, β and γ are coarse choices ("counts half as much
+again"), not fitted: on LoCoMo, Recall@10 moves by about 0.01 for any of them between 0.25 and 1.
+
+**Freshness and decay** count the days since Engram last *used* a memory: its last access by a search, else its
+creation (seed 000: "days since last access"; seed 002's "access freshness"). Not ``valid_from``: that is when
+the fact held in the world, so a conversation imported from last year is not stale on the day it is stored. The
+half-life (90 days) and the floor (0.5) follow seed 000 ("Memory Decay") and are settings; the floor keeps old
+but correct memories findable (unbounded decay zeroes them).
 
 Invalidated, superseded, merged, archived and expired memories are hidden unless asked for; ``as_of`` shows the
 memories that were valid at that instant (valid_from ≤ t < valid_to: time travel over the validity intervals,
@@ -23,6 +56,8 @@ where valid_from is when the conversation that taught it happened).
 from __future__ import annotations
 
 import math
+import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,15 +66,17 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.memory import store
 from chalicelib.memory.model import Memory, MemoryScope
+from chalicelib.memory.temporal import TimeWindow, time_windows
 from chalicelib.search.corpus import MEMORIES, Scope
 from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
 
-__all__ = ["STRATEGIES", "Hit", "Query", "Strategy", "search"]
+__all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "STRATEGIES", "Hit", "Query", "Signals", "Strategy", "search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +100,21 @@ STRATEGIES: dict[str, Strategy] = {
 DEFAULT_STRATEGY = "balanced"
 # Candidates each leg returns before the strategy re-scores them.
 MIN_CANDIDATES = 100
+# α: the share of its best neighbour's relevance (same add) a memory borrows (see the module docstring).
+CONTEXT_WEIGHT = 0.5
+# β and γ: how much more a memory said by a speaker the query names, or valid from a time it names, counts.
+FACET_BOOST = 0.5
 _DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """Which memory signals a search uses (module docstring): the conversation ``context``, the ``speakers`` a query
+    names, the ``dates`` it names. All on by default."""
+
+    context: bool = True
+    speakers: bool = True
+    dates: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +134,7 @@ class Query:
     strategy: Strategy = field(default_factory=lambda: STRATEGIES[DEFAULT_STRATEGY])
     include_invalidated: bool = False
     as_of: datetime | None = None
+    signals: Signals = field(default_factory=Signals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +144,14 @@ class Hit:
     memory: Memory
     score: float
     details: dict[str, float | None]
+
+
+@dataclass(slots=True)
+class _Evidence:
+    """Per candidate row id: cosine ``similarity`` (clamped at 0) and normalised ``keyword`` score."""
+
+    similarity: dict[int, float] = field(default_factory=dict)
+    keyword: dict[int, float] = field(default_factory=dict)
 
 
 def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
@@ -107,54 +167,102 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     where = compile_filter(query.filters, column="metadata")
     scope = _scope(tenant_id, query)
     depth = max(MIN_CANDIDATES, 4 * query.top_k)
+    vector = None
+    if query.strategy.vector > 0:
+        started = time.perf_counter()
+        vector = embedder.embed([query.query])[0]
+        observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
     ranked = rank(conn, MEMORIES, scope, [query.query], embedder=embedder, settings=settings, depth=depth,
-                  where=where, indexed_rows=0,
+                  where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
                   weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9))
     if not ranked:
         return []
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
-    rows = store.fetch_by_seq(conn, tenant_id, [r.id for r in ranked])
-    hits = []
-    for r in ranked:
-        memory = rows.get(r.id)
-        if memory is None:
-            continue
-        hits.append(_score(memory, r.similarity or 0.0, (r.keyword or 0.0) / best_keyword, query.strategy,
-                           settings, now))
-    hits.sort(key=lambda h: (-h.score, h.memory.seq))
-    hits = [h for h in hits if h.score >= query.score_threshold][:query.top_k]
-    if touch and hits:
-        store.touch(conn, tenant_id, [h.memory.id for h in hits])
-    return hits
+    keyword = {r.id: (r.keyword or 0.0) / best_keyword for r in ranked}
+    neighbours, params = None, None
+    if query.signals.context:
+        neighbours, params = scope.predicate, dict(scope.params)
+        if where is not None:
+            neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
+            params.update(where.params)
+    rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
+                             params=params)
+    # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
+    # neighbours neither leg returned have no keyword score.
+    evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
+                         {row.seq: keyword.get(row.seq, 0.0) for row in rows})
+    named = _named_speakers(query.query, rows) if query.signals.speakers else set()
+    windows = time_windows(query.query) if query.signals.dates else []
+    if not any(w.contains(row.valid_from) for w in windows for row in rows):
+        windows = []  # a time no candidate is from says nothing about them
+    scored = [_score(row, evidence, query.strategy, settings, now, named, windows) for row in rows]
+    scored.sort(key=lambda s: (-s[1], s[0].seq))
+    scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
+    memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored], touch=touch)
+    return [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
 
 
-def decay(memory: Memory, settings: Settings, now: datetime) -> float:
-    """The bounded decay factor in [floor, 1] (1 for pinned memories) from the days since the last access (else
-    since the memory became valid)."""
+def decay(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
+    """The bounded decay factor in [floor, 1] (1 for pinned memories) from the days since the memory was last
+    used (its last access, else its creation)."""
     if memory.pinned:
         return 1.0
-    return max(settings.memory_decay_floor, _half_life(memory, settings, now))
+    return max(settings.memory_decay_floor, _freshness(memory, settings, now))
 
 
-def _half_life(memory: Memory, settings: Settings, now: datetime) -> float:
-    since = memory.last_accessed_at or memory.valid_from or memory.created_at
+def _freshness(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
+    """0.5 ^ (days since last used / half-life), in (0, 1]; last used = last access, else creation."""
+    since = max(memory.created_at, memory.last_accessed_at or memory.created_at)
     days = max(0.0, (now - since).total_seconds() / _DAY_S)
     return math.pow(0.5, days / max(settings.memory_half_life_days, 1e-9))
 
 
-def _score(memory: Memory, similarity: float, keyword: float, strategy: Strategy, settings: Settings,
-           now: datetime) -> Hit:
-    recency = _half_life(memory, settings, now)
-    total = strategy.vector + strategy.text + strategy.recency + strategy.importance
+def _named_speakers(query: str, rows: Sequence[store.Ranking]) -> set[str]:
+    """The speakers of the candidate ``rows`` that ``query`` names: the whole name or its first word, as a word,
+    case-insensitively."""
+    named = set()
+    for speaker in {row.speaker for row in rows}:
+        if speaker is None or not speaker.strip():
+            continue
+        forms = {speaker.strip(), speaker.split()[0]}
+        if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", query, re.IGNORECASE) for form in forms):
+            named.add(speaker)
+    return named
+
+
+def _score(row: store.Ranking, evidence: _Evidence, strategy: Strategy, settings: Settings, now: datetime,
+           named: set[str], windows: list[TimeWindow]) -> tuple[store.Ranking, float, dict[str, float | None]]:
+    """``(row, score, details)`` of one candidate (module docstring)."""
     textual = strategy.vector + strategy.text
-    relevance = (strategy.vector * similarity + strategy.text * keyword) / textual if textual else 0.0
-    base = (strategy.vector * similarity + strategy.text * keyword + strategy.recency * recency
-            + strategy.importance * memory.importance) / total if total else 0.0
-    factor = decay(memory, settings, now)
-    return Hit(memory, round(base * factor, 6), {"relevance": round(relevance, 6), "vector": round(similarity, 6),
-                                                 "keyword": round(keyword, 6), "recency": round(recency, 6),
-                                                 "importance": round(memory.importance, 6),
-                                                 "decay": round(factor, 6)})
+    total = textual + strategy.recency + strategy.importance
+
+    def relevance(seq: int | None) -> float:
+        if seq is None or seq not in evidence.similarity or not textual:
+            return 0.0
+        return (strategy.vector * evidence.similarity[seq] + strategy.text * evidence.keyword[seq]) / textual
+
+    own = relevance(row.seq)
+    match = own
+    if row.previous is not None or row.following is not None:
+        match = (own + CONTEXT_WEIGHT * max(relevance(row.previous), relevance(row.following))) / (1 + CONTEXT_WEIGHT)
+    context = match
+    speaker = time_match = None
+    if named:
+        speaker = 1.0 if row.speaker in named else 0.0
+        match *= (1 + FACET_BOOST * speaker) / (1 + FACET_BOOST)
+    if windows:
+        time_match = 1.0 if any(w.contains(row.valid_from) for w in windows) else 0.0
+        match *= (1 + FACET_BOOST * time_match) / (1 + FACET_BOOST)
+    freshness = _freshness(row, settings, now)
+    base = (textual * match + strategy.recency * freshness + strategy.importance * row.importance) / total \
+        if total else 0.0
+    factor = decay(row, settings, now)
+    details: dict[str, float | None] = {
+        "relevance": round(own, 6), "context": round(context, 6),
+        "vector": round(evidence.similarity.get(row.seq, 0.0), 6),
+        "keyword": round(evidence.keyword.get(row.seq, 0.0), 6), "speaker": speaker, "time": time_match,
+        "recency": round(freshness, 6), "importance": round(row.importance, 6), "decay": round(factor, 6)}
+    return row, round(base * factor, 6), details
 
 
 def _scope(tenant_id: str, query: Query) -> Scope:

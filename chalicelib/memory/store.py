@@ -32,15 +32,21 @@ __all__ = [
     "count",
     "delete",
     "edit",
+    "HistoryEvent",
     "fetch_by_seq",
+    "Ranking",
+    "candidates",
     "find_by_hash",
+    "find_by_hashes",
     "get",
     "history",
     "insert",
+    "insert_many",
     "list_page",
     "lock_scope",
     "purge",
     "record",
+    "record_many",
     "revise",
     "scope_predicate",
     "similar",
@@ -69,11 +75,53 @@ SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(
     %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
+# Many memories in one statement: one JSON array of rows, each with its position `ord`, and their vectors as one
+# vector[] (sent binary); the tsvector computed once per row.
+_INSERT_MANY = f"""
+INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
+    importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
+SELECT r.id, %(tenant)s, r.user_id, r.agent_id, r.run_id, r.memory, r.hash, r.memory_type, r.categories,
+    r.confidence, r.importance, r.metadata, r.source_kind, r.source_id, coalesce(r.valid_from, now()), r.pinned,
+    r.expires_at, r.verified, r.source_type, r.model, r.dim, (%(embeddings)s::vector[])[r.ord + 1], k.v,
+    engram_tsvector_length(k.v), r.episode_messages
+FROM jsonb_to_recordset(%(rows)s) AS r(id text, user_id text, agent_id text, run_id text,
+    memory text, hash text, memory_type text, categories text[], confidence real, importance real, metadata jsonb,
+    source_kind text, source_id text, valid_from timestamptz, pinned boolean, expires_at timestamptz,
+    verified boolean, source_type text, model text, dim integer, index_text text, episode_messages jsonb,
+    ord integer)
+CROSS JOIN LATERAL (SELECT to_tsvector('english', r.index_text) AS v) AS k
+ORDER BY r.ord
+RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
 _GET = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
+# What recall ranks candidates by, in one statement: for each candidate row id and, with neighbours, each neighbour
+# of one (the memories one add stored together: same valid_from and source, i.e. one conversation's messages or
+# facts, in write order, among the scope's visible rows), its narrow ranking row, its neighbours and its cosine
+# similarity to the query vector (NULL without one, or for another embedding dimension).
+_NEIGHBOURS = """
+ordered AS (
+    SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
+    WHERE tenant_id = %(tenant)s AND ({scope})
+    WINDOW w AS (PARTITION BY valid_from, source_kind, source_id ORDER BY seq)),
+wanted AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN unnest(%(seqs)s::bigint[]) AS c(seq) USING (seq)),
+ids AS (SELECT seq FROM wanted UNION SELECT prev FROM wanted WHERE prev IS NOT NULL
+        UNION SELECT next FROM wanted WHERE next IS NOT NULL)"""
+_ALONE = """
+wanted AS (SELECT NULL::bigint AS seq, NULL::bigint AS prev, NULL::bigint AS next WHERE false),
+ids AS (SELECT unnest(%(seqs)s::bigint[]) AS seq)"""
+_CANDIDATES = """WITH {rows}
+SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.importance, m.pinned, m.created_at,
+    m.last_accessed_at, w.prev AS previous, w.next AS following,
+    CASE WHEN %(q)s::vector IS NOT NULL AND m.embedding_dim = %(dim)s
+         THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity
+FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
+LEFT JOIN wanted w ON w.seq = m.seq"""
 _BY_HASH = f"""SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND hash = %(hash)s AND {{scope}}
 AND {ACTIVE} ORDER BY created_at LIMIT 1"""
+_BY_HASHES = f"""SELECT DISTINCT ON (hash) {_COLUMNS} FROM memories
+WHERE tenant_id = %(tenant)s AND hash = ANY(%(hashes)s) AND {{scope}} AND {ACTIVE} ORDER BY hash, created_at"""
 _SIMILAR = f"""
 SELECT {_COLUMNS}, 1 - (embedding <=> %(q)s::vector) AS similarity FROM memories
 WHERE tenant_id = %(tenant)s AND {{scope}} AND embedding_dim = %(dim)s AND {ACTIVE}
@@ -94,9 +142,11 @@ UPDATE memories SET confidence = least(1, confidence + %(delta)s), access_count 
     last_accessed_at = now(), updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)"""
 _TOUCH = f"""
-UPDATE memories SET access_count = access_count + 1, last_accessed_at = now()
-WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)
+UPDATE memories SET access_count = access_count + 1, last_accessed_at = now() {{asynchronous}}
+WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)
   AND (last_accessed_at IS NULL OR last_accessed_at < now() - make_interval(secs => {ACCESS_GRANULARITY_S}))"""
+# The touch's own transaction commits without waiting for the WAL flush (see touch()).
+_ASYNCHRONOUS = "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit"
 # A revision keeps the memory's id: the old version is copied to a closed row (a new id, valid_to, superseded_by
 # the memory) and the memory takes the new text, embedding and valid_from.
 _SNAPSHOT = """
@@ -137,6 +187,14 @@ INSERT INTO memory_history (tenant_id, memory_id, user_id, agent_id, run_id, eve
     details)
 VALUES (%(tenant)s, %(memory_id)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(event)s, %(old)s, %(new)s, %(actor)s,
     %(details)s)"""
+_RECORD_MANY = """
+INSERT INTO memory_history (tenant_id, memory_id, user_id, agent_id, run_id, event, old_memory, new_memory, actor,
+    details)
+SELECT %(tenant)s, r.memory_id, r.user_id, r.agent_id, r.run_id, r.event, r.old, r.new, r.actor,
+    coalesce(r.details, '{}')
+FROM jsonb_to_recordset(%(rows)s) AS r(memory_id text, user_id text, agent_id text, run_id text,
+    event text, old text, new text, actor text, details jsonb, ord bigint)
+ORDER BY r.ord"""
 _HISTORY = """
 SELECT id, memory_id, event, old_memory, new_memory, actor, details, created_at FROM memory_history
 WHERE tenant_id = %(tenant)s AND memory_id = %(id)s ORDER BY id"""
@@ -187,6 +245,26 @@ class NewMemory:
     verified: bool = False
     source_type: str | None = None
     episode_messages: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What recall ranks a candidate memory by besides its text: its row id ``seq``, ``speaker``
+    (``metadata.speaker``, as text), ``valid_from``, ``importance``, ``pinned``, ``created_at``,
+    ``last_accessed_at``, its neighbours ``previous`` / ``following`` among the memories of its add (None at the
+    ends, or when neighbours were not asked for) and its cosine ``similarity`` to the query in [−1, 1] (None
+    without a query vector) — a narrow row, so ranking a hundred candidates reads no text or JSON."""
+
+    seq: int
+    speaker: str | None
+    valid_from: datetime
+    importance: float
+    pinned: bool
+    created_at: datetime
+    last_accessed_at: datetime | None
+    previous: int | None
+    following: int | None
+    similarity: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +319,33 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
     return row
 
 
+def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[str, NewMemory]]) -> list[Memory]:
+    """Insert ``(memory id, memory)`` pairs in one statement (the tsvectors computed once, there); returns the rows
+    in input order, their ``seq`` ascending in that order (the add's write order)."""
+    from pgvector import Vector
+
+    if not rows:
+        return []
+    vectors = [new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding))
+               for _, new in rows]
+    payload = [{"id": memory_id, **new.scope.as_dict(), "memory": new.memory, "hash": new.hash,
+                "memory_type": new.memory_type, "categories": list(new.categories), "confidence": new.confidence,
+                "importance": new.importance, "metadata": new.metadata, "source_kind": new.source_kind,
+                "source_id": new.source_id, "valid_from": _iso(new.valid_from), "pinned": new.pinned,
+                "expires_at": _iso(new.expires_at), "verified": new.verified, "source_type": new.source_type,
+                "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text,
+                "episode_messages": new.episode_messages, "ord": i}
+               for i, ((memory_id, new), vector) in enumerate(zip(rows, vectors))]
+    with conn.cursor(row_factory=class_row(Memory)) as cur:
+        inserted = {m.id: m for m in cur.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload),
+                                                                "embeddings": vectors}).fetchall()}
+    return [inserted[memory_id] for memory_id, _ in rows]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
 def get(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> Memory:
     """The tenant's memory ``memory_id`` (any status).
 
@@ -254,10 +359,36 @@ def get(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> Memory:
     return row
 
 
-def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> dict[int, Memory]:
-    """``{seq: memory}`` for the tenant's memories with these row ids."""
+def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
+                 touch: bool = False) -> dict[int, Memory]:
+    """``{seq: memory}`` for the tenant's memories with these row ids. With ``touch``, also counts an access of
+    each (:func:`touch`) in the same round trip; the rows returned are as they were before it."""
     with conn.cursor(row_factory=class_row(Memory)) as cur:
-        return {m.seq: m for m in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)}).fetchall()}
+        if not touch or not seqs:
+            return {m.seq: m for m in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)}).fetchall()}
+        with conn.pipeline():
+            cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": list(seqs)})
+            _touch(conn, tenant_id, seqs)
+        return {m.seq: m for m in cur.fetchall()}
+
+
+def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *, vector: Sequence[float] | None,
+               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
+    """The :class:`Ranking` rows of the tenant's memories ``seqs`` (any order), with their similarity to
+    ``vector``. With ``neighbours`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
+    filters whose rows may be returned), also each one's neighbours among those rows, and the rows of
+    those neighbours (with ``previous`` / ``following`` None)."""
+    from pgvector import Vector
+
+    if not seqs:
+        return []
+    query = None if vector is None else vector if isinstance(vector, Vector) else Vector(list(vector))
+    rows = sql.SQL(_NEIGHBOURS).format(scope=neighbours) if neighbours is not None else sql.SQL(_ALONE)
+    statement = sql.SQL(_CANDIDATES).format(rows=rows)
+    values = {**(params or {}), "tenant": tenant_id, "seqs": list(seqs), "q": query,
+              "dim": query.dimensions() if query is not None else 0}
+    with conn.cursor(row_factory=class_row(Ranking)) as cur:
+        return cur.execute(statement, values).fetchall()
 
 
 def find_by_hash(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, digest: str) -> Memory | None:
@@ -266,6 +397,19 @@ def find_by_hash(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, d
     statement = sql.SQL(_BY_HASH).format(scope=predicate)
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         return cur.execute(statement, {**params, "tenant": tenant_id, "hash": digest}).fetchone()
+
+
+def find_by_hashes(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope,
+                   digests: Sequence[str]) -> dict[str, Memory]:
+    """``{hash: the scope's oldest active memory with that normalised-text hash}`` for the ``digests`` found (one
+    statement for a whole add)."""
+    if not digests:
+        return {}
+    predicate, params = scope_predicate(scope)
+    statement = sql.SQL(_BY_HASHES).format(scope=predicate)
+    with conn.cursor(row_factory=class_row(Memory)) as cur:
+        rows = cur.execute(statement, {**params, "tenant": tenant_id, "hashes": list(set(digests))}).fetchall()
+    return {m.hash: m for m in rows}
 
 
 def similar(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, vector: Sequence[float],
@@ -320,10 +464,22 @@ def bump(conn: psycopg.Connection, tenant_id: str, memory_ids: Sequence[str], *,
         conn.execute(_BUMP, {"tenant": tenant_id, "ids": list(memory_ids), "delta": confidence_delta})
 
 
-def touch(conn: psycopg.Connection, tenant_id: str, memory_ids: Sequence[str]) -> None:
-    """Count an access of each memory (recall returned it), at most once per :data:`ACCESS_GRANULARITY_S`."""
-    if memory_ids:
-        conn.execute(_TOUCH, {"tenant": tenant_id, "ids": list(memory_ids)})
+def touch(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> None:
+    """Count an access of each memory (row ids ``seqs``: recall returned them), at most once per
+    :data:`ACCESS_GRANULARITY_S`.
+
+    Outside a transaction the update is its own transaction and commits with ``synchronous_commit = off`` (set for
+    that transaction only, in the statement): access counts are statistics, and waiting for the WAL flush
+    (milliseconds per search) protects nothing but the last few accesses from a crash — never consistency
+    (PostgreSQL manual, "Asynchronous Commit"). Inside a caller's transaction it follows that transaction."""
+    if seqs:
+        _touch(conn, tenant_id, seqs)
+
+
+def _touch(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int]) -> None:
+    alone = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    statement = sql.SQL(_TOUCH).format(asynchronous=sql.SQL(_ASYNCHRONOUS if alone else ""))
+    conn.execute(statement, {"tenant": tenant_id, "seqs": list(seqs)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +558,30 @@ def record(conn: psycopg.Connection, tenant_id: str, memory: Memory | str, scope
     memory_id = memory if isinstance(memory, str) else memory.id
     conn.execute(_RECORD, {"tenant": tenant_id, "memory_id": memory_id, **scope.as_dict(), "event": event,
                            "old": old, "new": new, "actor": actor, "details": Jsonb(details or {})})
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """One history entry to append (:func:`record_many`): the memory (row or id), the scope copied into the
+    history, the event, the texts before and after, who did it and details."""
+
+    memory: Memory | str
+    scope: MemoryScope
+    event: str
+    old: str | None
+    new: str | None
+    actor: str
+    details: dict[str, Any] | None = None
+
+
+def record_many(conn: psycopg.Connection, tenant_id: str, events: Sequence[HistoryEvent]) -> None:
+    """Append many history entries in one statement, in order."""
+    if not events:
+        return
+    payload = [{"memory_id": e.memory if isinstance(e.memory, str) else e.memory.id, **e.scope.as_dict(),
+                "event": e.event, "old": e.old, "new": e.new, "actor": e.actor, "details": e.details or {}, "ord": i}
+               for i, e in enumerate(events)]
+    conn.execute(_RECORD_MANY, {"tenant": tenant_id, "rows": Jsonb(payload)})
 
 
 def history(conn: psycopg.Connection, tenant_id: str, memory_id: str) -> list[HistoryRow]:

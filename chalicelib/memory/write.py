@@ -239,8 +239,10 @@ def _plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request:
 
 def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result: AddResult, *,
           embedder: Embedder) -> None:
-    """Write a planned add (call inside a transaction): inserts, closes, confidence bumps and history. A change
-    whose text became an exact duplicate meanwhile (a concurrent add) turns into ``NOOP``."""
+    """Write a planned add (call inside a transaction): inserts, closes, confidence bumps and history, in a fixed
+    number of statements whatever the add's size (the new memories in one insert, their history in another). A
+    change whose text became an exact duplicate meanwhile (a concurrent add), or repeats an earlier change of the
+    same add, turns into ``NOOP``."""
     scope = request.scope
     store.lock_scope(conn, tenant_id, scope)
     valid_from = request.timestamp
@@ -250,17 +252,22 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
         ttl = tenants.limits(conn, tenant_id).working_ttl_s
         request = dataclasses.replace(request, expires_at=datetime.now(UTC) + timedelta(seconds=ttl))
     actor = f"model:{result.model}" if result.model else "api"
-    bumped: list[str] = []
-    for change in result.changes:
-        if change.event == "NOOP":
-            if change.target is not None:
-                bumped.append(change.target.id)
-            continue
-        if store.find_by_hash(conn, tenant_id, scope, text_hash(change.text)) is not None and change.event == "ADD":
+    bumped = [c.target.id for c in result.changes if c.event == "NOOP" and c.target is not None]
+    writes = [c for c in result.changes if c.event != "NOOP"]
+    stored = store.find_by_hashes(conn, tenant_id, scope, [text_hash(c.text) for c in writes if c.event == "ADD"])
+    seen: set[str] = set()
+    for change in writes:
+        digest = text_hash(change.text)
+        if change.event == "ADD" and (digest in stored or digest in seen):
             change.event = "NOOP"
-            continue
-        if change.embedding is None:
-            change.embedding = embedder.embed([_index_text(change)])[0]
+        seen.add(digest)
+    writes = [c for c in writes if c.event != "NOOP"]
+    unembedded = [c for c in writes if c.embedding is None]
+    if unembedded:
+        for change, vector in zip(unembedded, embedder.embed([_index_text(c) for c in unembedded])):
+            change.embedding = vector
+    events: list[store.HistoryEvent] = []
+    for change in writes:
         target = change.target
         if change.event == "UPDATE" and target is not None:
             revised, snapshot = store.revise(
@@ -268,18 +275,23 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
                 index_text=_index_text(change), model=embedder.model, embedding=change.embedding,
                 valid_from=valid_from, edit=store.Edit(categories=_categories(request, change) or None))
             change.id = revised.id
-            store.record(conn, tenant_id, revised, scope, "UPDATE", old=target.memory, new=revised.memory,
-                         actor=actor, details={"previous_version": snapshot})
-            continue
-        new = _insert(conn, tenant_id, request, change, embedder.model)
+            events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
+                                      {"previous_version": snapshot}))
+    inserts = [c for c in writes if c.event in ("ADD", "INVALIDATE")]
+    rows = store.insert_many(conn, tenant_id, [(ids.new_id(ids.MEMORY), _new_memory(request, c, embedder.model))
+                                               for c in inserts])
+    for change, new in zip(inserts, rows):
         change.id = new.id
-        details = {"invalidates": target.id} if change.event == "INVALIDATE" and target is not None else {}
-        store.record(conn, tenant_id, new, scope, "ADD", old=None, new=new.memory, actor=actor, details=details)
-        if change.event == "INVALIDATE" and target is not None:
+        target = change.target
+        invalidates = change.event == "INVALIDATE" and target is not None
+        events.append(store.HistoryEvent(new, scope, "ADD", None, new.memory, actor,
+                                  {"invalidates": target.id} if invalidates and target is not None else {}))
+        if invalidates and target is not None:
             ends = max(valid_from, target.valid_from) if valid_from else None
             store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=new.id)
-            store.record(conn, tenant_id, target, target.scope, "INVALIDATE", old=target.memory, new=new.memory,
-                         actor=actor, details={"invalidated_by": new.id})
+            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
+                                      {"invalidated_by": new.id}))
+    store.record_many(conn, tenant_id, events)
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
     if request.exchange is not None and result.exchange_vector is not None:
         exchanges.insert(conn, tenant_id, request.exchange, model=embedder.model, vector=result.exchange_vector)
@@ -287,19 +299,19 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
 
 def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, embedder: Embedder) -> list[Change]:
     changes: list[Change] = []
-    seen: set[str] = set()
     for message in request.messages:
         if message.role == "system" or not message.content.strip():
             continue
-        change = Change("ADD", message.content.strip(), memory_type=request.memory_type or "fact",
-                        importance=_importance(request, 0.5), speaker=message.name, role=message.role,
-                        metadata=dict(message.metadata or {}))
+        changes.append(Change("ADD", message.content.strip(), memory_type=request.memory_type or "fact",
+                              importance=_importance(request, 0.5), speaker=message.name, role=message.role,
+                              metadata=dict(message.metadata or {})))
+    stored = store.find_by_hashes(conn, tenant_id, request.scope, [text_hash(c.text) for c in changes])
+    seen: set[str] = set()
+    for change in changes:
         digest = text_hash(change.text)
-        duplicate = store.find_by_hash(conn, tenant_id, request.scope, digest)
-        if duplicate is not None or digest in seen:
-            change.event, change.target = "NOOP", duplicate
+        if digest in stored or digest in seen:
+            change.event, change.target = "NOOP", stored.get(digest)
         seen.add(digest)
-        changes.append(change)
     todo = [c for c in changes if c.event == "ADD"]
     if todo:
         for change, vector in zip(todo, embedder.embed([_index_text(c) for c in todo])):
@@ -388,18 +400,16 @@ def _source_type(request: AddRequest, change: Change) -> str | None:
     return "user_stated" if change.role == "user" else None
 
 
-def _insert(conn: psycopg.Connection, tenant_id: str, request: AddRequest, change: Change, model: str) -> Memory:
+def _new_memory(request: AddRequest, change: Change, model: str) -> store.NewMemory:
     metadata = {**request.metadata, **change.metadata}
     if change.speaker:
         metadata.setdefault("speaker", change.speaker)
     if change.role:
         metadata.setdefault("role", change.role)
-    categories = _categories(request, change)
-    new = store.NewMemory(scope=request.scope, memory=change.text, hash=text_hash(change.text),
-                          memory_type=change.memory_type, categories=categories, confidence=change.confidence,
-                          importance=change.importance, metadata=metadata, source_kind=request.source_kind,
-                          source_id=request.source_id, valid_from=request.timestamp, pinned=request.pinned,
-                          expires_at=request.expires_at, model=model, embedding=change.embedding,
-                          index_text=_index_text(change), source_type=_source_type(request, change),
-                          verified=request.verified)
-    return store.insert(conn, tenant_id, ids.new_id(ids.MEMORY), new)
+    return store.NewMemory(scope=request.scope, memory=change.text, hash=text_hash(change.text),
+                           memory_type=change.memory_type, categories=_categories(request, change),
+                           confidence=change.confidence, importance=change.importance, metadata=metadata,
+                           source_kind=request.source_kind, source_id=request.source_id,
+                           valid_from=request.timestamp, pinned=request.pinned, expires_at=request.expires_at,
+                           model=model, embedding=change.embedding, index_text=_index_text(change),
+                           source_type=_source_type(request, change), verified=request.verified)

@@ -50,7 +50,6 @@ WITH q AS (SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s
                 FROM vector_stores WHERE tenant_id = ANY(%(tenants)s) AND id = ANY(%(partitions)s))
 SELECT q.lexeme, coalesce(df.df, 0), totals.n, totals.len
 FROM q LEFT JOIN df USING (lexeme) CROSS JOIN totals ORDER BY q.lexeme"""
-_LEXEMES = "SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t ORDER BY 1"
 _EXHAUSTIVE = """
 SELECT row_id, score FROM (
     SELECT {id} AS row_id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score
@@ -58,12 +57,14 @@ SELECT row_id, score FROM (
 WHERE score > 0 ORDER BY score DESC, row_id LIMIT %(limit)s"""
 _TOPK = "SELECT chunk_id, score FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(filter)s)"
 # Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
+# The query's lexemes are computed in the statement too (one round trip; none → no rows).
 _SCOPE_SCORED = """
-WITH d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
+WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms FROM unnest(to_tsvector('english', %(query)s)) AS t),
+     d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
            WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter}),
      totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
      hits AS (SELECT d.id, d.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
-              FROM d, unnest(ts_filter(setweight(d.keywords, 'A', %(terms)s), '{{a}}')) AS t),
+              FROM d, unnest(ts_filter(setweight(d.keywords, 'A', (SELECT terms FROM q)), '{{a}}')) AS t),
      idf AS (SELECT h.lexeme, ln(1 + (totals.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
              FROM hits h, totals GROUP BY h.lexeme, totals.n)
 SELECT h.id,
@@ -148,10 +149,8 @@ def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTe
 
 def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int,
                   where: CompiledFilter | None) -> list[tuple[int, float]]:
-    lexemes = [row[0] for row in conn.execute(_LEXEMES, {"query": _clean(query)}).fetchall()]
-    if not lexemes:
-        return []
-    params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "terms": lexemes, "limit": limit,
+    params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "query": _clean(query),
+                              "limit": limit,
                               "k1": BM25_K1, "b": BM25_B}
     filter_expression: sql.Composable = sql.SQL("true")
     if where is not None:

@@ -4,7 +4,8 @@
 pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped to one store (or filtered by
 attributes) can silently return fewer than k rows. This leg never does:
 
-1. A scope of at most ``exact_scan_max_rows`` rows (known from the scope's row count) is scanned exactly:
+1. A scope of at most ``exact_scan_max_rows`` rows (known from the scope's row count), and any scope of a
+   corpus without an HNSW index (memories: one user's rows, read through the scope's btree), is scanned exactly:
    recall 1.0 and, at that size, faster than the graph.
 2. A larger scope uses the partial HNSW index with ``hnsw.ef_search`` raised in proportion to how small a share
    of the indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and,
@@ -57,7 +58,8 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
     """
     if scope.scope_rows == 0 or limit <= 0:
         return []
-    indexable = scope.dim <= (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
+    indexable = scope.corpus.hnsw_prefix is not None and scope.dim <= (
+        HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
     if indexable and scope.scope_rows > exact_scan_max_rows:
         share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
         ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))
