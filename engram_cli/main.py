@@ -23,19 +23,40 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import jobs_cli, service
+from engram_cli import agents_cli, jobs_cli, memory_cli, service, tenants_cli
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 
-@app.callback()
-def _everywhere() -> None:
+HEADLESS_STORE = "default"
+
+
+@app.callback(invoke_without_command=True)
+def _everywhere(ctx: typer.Context,
+                add_to_vector_store: list[Path] = typer.Option(
+                    None, "--add-to-vector-store", help=f"Alias: engram ingest PATH --store {HEADLESS_STORE}."),
+                query_vector_store: str | None = typer.Option(
+                    None, "--query-vector-store", help=f"Alias: engram search QUERY --store {HEADLESS_STORE}."),
+                vector_store_stats: bool = typer.Option(False, "--vector-store-stats",
+                                                        help="Seed 004 alias: engram stats.")) -> None:
     """Log lines go to stderr: stdout is the commands' output (``--json`` readers parse it)."""
     from chalicelib import observability
 
     observability.log_to_stderr()
+    if ctx.invoked_subcommand is not None:
+        return
+    if add_to_vector_store:
+        ctx.invoke(ingest, paths=add_to_vector_store, store=HEADLESS_STORE, max_chunk_tokens=None,
+                   overlap_tokens=None, force=False, as_json=False)
+    elif query_vector_store is not None:
+        ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
+                   as_json=False)
+    elif vector_store_stats:
+        ctx.invoke(stats, as_json=False)
+    else:
+        console.print(ctx.get_help())
 console = Console()
 err_console = Console(stderr=True)
 
@@ -330,12 +351,13 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
     from engram_cli.local import run
 
     state = run.attach_to_running(settings().data_dir)
+    configured_bucket = settings().bucket
     if state is not None:
         s3, bucket = state.client("s3"), state.bucket
         with deps.connect() as conn:  # locally the CLI administers its database: the tenant exists, as ingest does
             vector_stores.ensure_tenant(conn, tenant or settings().tenant)
-    elif settings().bucket:
-        s3, bucket = boto3.client("s3", region_name=settings().aws_region), settings().bucket
+    elif configured_bucket:
+        s3, bucket = boto3.client("s3", region_name=settings().aws_region), configured_bucket
     else:
         err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET "
                           "is unset")
@@ -368,6 +390,9 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | emb
 
 
 app.add_typer(jobs_cli.app, name="jobs")
+app.add_typer(memory_cli.app, name="memory")
+app.add_typer(agents_cli.app, name="agents")
+app.add_typer(tenants_cli.app, name="tenants")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

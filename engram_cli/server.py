@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chalicelib import deps
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from engram_cli.local.scheduler import LocalScheduler
+
+if TYPE_CHECKING:
+    from chalice.local import LocalDevServer
+
+    from chalicelib.dispatch.local import LocalDispatcher
 
 
 @dataclass
@@ -25,10 +30,10 @@ class RunningServer:
     url: str
     host: str
     port: int
-    _server: object
+    _server: LocalDevServer
     _thread: threading.Thread
     _scheduler: LocalScheduler | None
-    _dispatcher: Any = None
+    _dispatcher: LocalDispatcher | None = None
 
     def stop(self) -> None:
         """Stop accepting requests and the scheduler, let the background dispatcher finish, close the pools."""

@@ -24,7 +24,7 @@ LAYERS = [
      "jobs.model"},
     {"embed", "chat", "store", "dispatch"},
     {"deps"},
-    {"search", "ingest", "responses"},
+    {"search", "ingest", "responses", "memory"},
     {"jobs", "events"},
     {"api"},
 ]

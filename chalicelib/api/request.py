@@ -6,7 +6,7 @@ Every helper raises :class:`~chalicelib.errors.InvalidRequestError` (400, naming
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib import deps
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
@@ -14,6 +14,8 @@ from chalicelib.store.paging import Page
 from chalicelib.validation import parse_json_object, validate
 
 __all__ = ["choice", "json_body", "page", "query", "raw_body", "validate"]
+
+OptionT = TypeVar("OptionT", bound=str)
 
 
 def raw_body(request) -> bytes:
@@ -85,8 +87,9 @@ def _cursor(params: dict[str, str], name: str) -> str | None:
     return value
 
 
-def choice(params: dict[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
-    """The query parameter ``name`` if present, checked against ``allowed``.
+def choice(params: dict[str, str], name: str, allowed: tuple[OptionT, ...]) -> OptionT | None:
+    """The query parameter ``name`` if present, checked against ``allowed`` (typed as they are, e.g. a tuple of
+    a ``Literal``'s values).
 
     Raises:
         InvalidRequestError: a value outside ``allowed``.
@@ -94,7 +97,8 @@ def choice(params: dict[str, str], name: str, allowed: tuple[str, ...]) -> str |
     value = params.get(name)
     if value is None or value == "":
         return None
-    if value not in allowed:
-        raise InvalidRequestError(f"Invalid '{name}': expected one of {', '.join(allowed)}, got {value[:40]!r}.",
-                                  param=name, code="invalid_value")
-    return value
+    for option in allowed:
+        if value == option:
+            return option
+    raise InvalidRequestError(f"Invalid '{name}': expected one of {', '.join(allowed)}, got {value[:40]!r}.",
+                              param=name, code="invalid_value")

@@ -128,8 +128,9 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> F
     except EngramError as exc:
         rendered = error_response(exc)
         payload = rendered.body.encode("utf-8")
-        return FrontResponse(exc.status, [*rendered.headers.items(), ("Content-Length", str(len(payload)))],
-                             iter([payload]))
+        # error_response sets single-valued headers only (Chalice also allows lists of values).
+        pairs = [(name, value) for name, value in rendered.headers.items() if isinstance(value, str)]
+        return FrontResponse(exc.status, [*pairs, ("Content-Length", str(len(payload)))], iter([payload]))
     except Exception:  # a bug: logged, answered generically (never the exception text)
         logger.exception("streaming front failed on %s %s", method, route)
         return _json(500, {"error": {"message": _GENERIC, "type": "server_error", "param": None, "code": None}})

@@ -62,6 +62,9 @@ QUEUES: tuple[QueueSpec, ...] = (
               function="ingest", batch_size=10, batching_window_s=1, s3_events=True),
     QueueSpec(role="embed", name="engram-embed", dlq="engram-embed-dlq", setting="embed_queue",
               function="embed", batch_size=4),
+    # Asynchronous memory adds: each makes up to four model calls (seconds), so few per invocation.
+    QueueSpec(role="memory", name="engram-memory", dlq="engram-memory-dlq", setting="memory_queue",
+              function="memory", batch_size=2),
 )
 
 
@@ -87,6 +90,8 @@ MESSAGES: dict[str, MessageType] = {row.kind: row for row in (
                 handler="chalicelib.ingest.engine:handle_file", give_up="chalicelib.ingest.engine:give_up"),
     MessageType(kind="embed.batch", message="chalicelib.ingest.messages:BatchMessage", queue="embed",
                 handler="chalicelib.ingest.engine:handle_batch", give_up="chalicelib.ingest.engine:give_up"),
+    MessageType(kind="memory.add", message="chalicelib.memory.add_jobs:AddJobMessage", queue="memory",
+                handler="chalicelib.memory.add_jobs:handle_add", give_up="chalicelib.memory.add_jobs:give_up"),
 )}
 
 

@@ -100,7 +100,7 @@ class LocalEmbedder:
         self, model_path: str | Path | None = None, *, batch_size: int = 32, max_input_tokens: int | None = None
     ) -> None:
         bundled = model_path is None
-        self._path = default_model_path() if bundled else Path(model_path).expanduser().resolve()
+        self._path = default_model_path() if model_path is None else Path(model_path).expanduser().resolve()
         if not self._path.is_dir():
             raise UpstreamError(f"The local embedding model folder {self._path} does not exist.")
         self.model = MODEL_NAME if bundled else self._path.name

@@ -19,20 +19,24 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import deps
+from chalicelib.config import Settings
 from chalicelib.dispatch import table
 from chalicelib.dispatch.outbox import Outbox
 from chalicelib.dispatch.port import Delivery, Message, MessageError, decode
 from chalicelib.events import batch, notifications
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 __all__ = ["decode_body", "handle"]
 
 logger = logging.getLogger("engram.events")
 
 
-def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any = None) -> PartialItemFailureResponse:
     """Process a Lambda SQS event (dict) from any of Engram's queues; returns ``{"batchItemFailures": [...]}``.
 
     Raises:
@@ -49,7 +53,7 @@ def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     return response
 
 
-def _record(record: Any, settings: Any, outbox: Outbox) -> None:
+def _record(record: Any, settings: Settings, outbox: Outbox) -> None:
     delivery = Delivery(settings=settings, dispatcher=outbox, arrived_at=batch.first_received_at(record),
                         last_attempt=batch.is_last_receive(record, settings))
     body = decode_body(record.body)

@@ -101,9 +101,10 @@ def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
             return
     with tenant_connection(settings, key.tenant) as conn:
         row = drop_objects.get(conn, key.tenant, record.bucket, key.key)
-        opened = (row is not None and row.version is not None and row.vector_store_id is not None
-                  and row.file_id is not None and _order(record, row) == 0)
-        if opened and engine.fail_version(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
+        # A version was opened for this very event: fail it (the file shows last_error).
+        if (row is not None and row.version is not None and row.vector_store_id is not None
+                and row.file_id is not None and _order(record, row) == 0
+                and engine.fail_version(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error)):
             return
         _error(conn, key.tenant, record, "ingest_failed", f"{last_error['code']}: {last_error['message']}")
 
@@ -214,7 +215,7 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
     try:
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
     except EmbeddingMismatchError as exc:
-        raise _DropError(exc.code, exc.message) from None
+        raise _DropError(exc.code or "embedding_model_mismatch", exc.message) from None
     if vector_stores.is_expired(store, datetime.now(UTC)):
         raise _DropError("vector_store_expired", f"Vector store {store.id} has expired.")
     return store

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
@@ -45,8 +45,8 @@ from chalicelib.store import attachments, blobs, embedding_cache, ingest_jobs, s
 from chalicelib.store import files as file_rows
 from chalicelib.store.chunks import Chunk
 from chalicelib.store.db import pipeline
-from chalicelib.store.ingest_jobs import Job
-from chalicelib.wire import LastError
+from chalicelib.store.ingest_jobs import Job, VersionStatus
+from chalicelib.wire import FileStatus, LastError
 
 __all__ = [
     "Outcome",
@@ -81,9 +81,9 @@ class Outcome:
 
     file_id: str
     filename: str
-    status: str
+    status: FileStatus | Literal["skipped"]
     chunk_count: int = 0
-    error: dict[str, Any] | None = None
+    error: LastError | None = None
     embedded: int = 0
     cached: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
@@ -409,7 +409,7 @@ def _finalize(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks: Se
     return "completed"
 
 
-def _retire(conn: psycopg.Connection, job: Job, status: str, error: LastError | None = None) -> None:
+def _retire(conn: psycopg.Connection, job: Job, status: VersionStatus, error: LastError | None = None) -> None:
     with pipeline(conn):
         ingest_jobs.set_status(conn, job, status, error)
         staged_chunks.discard(conn, job)
@@ -424,7 +424,7 @@ def _supersede(conn: psycopg.Connection, job: Job) -> str:
     return "superseded"
 
 
-def _end(conn: psycopg.Connection, job: Job, status: str, error: LastError) -> str:
+def _end(conn: psycopg.Connection, job: Job, status: Literal["failed", "rejected"], error: LastError) -> str:
     """End an open version ``failed`` (staged chunks kept for a redrive) or ``rejected``, failing its file."""
     with conn.transaction():
         locked = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)

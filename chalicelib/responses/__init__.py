@@ -5,7 +5,25 @@ Modules, one concept each: :mod:`schemas` (request bodies), :mod:`items` (input/
 messages), :mod:`tokens` (token estimates), :mod:`citations` (citation markers → ``file_citation``),
 :mod:`tools` (the server-side ``file_search`` tool), :mod:`events` (SSE event dicts), :mod:`sse` (wire encoding),
 :mod:`objects` (the Response object), :mod:`store` (the ``responses`` table), :mod:`history` (chains →
-messages), :mod:`summarize` (conversation summaries), :mod:`loop` (model ↔ tools), :mod:`service` (the entry
-points the HTTP routes and the streaming front call), :mod:`streaming_front` (true SSE streaming outside API
-Gateway).
+messages), :mod:`chain` (conversation chains), :mod:`summarize` (conversation summaries), :mod:`loop` (model ↔
+tools), :mod:`service` (the entry points the HTTP routes and :mod:`chalicelib.api.streaming_front` call).
+
+Import them by name: this file imports nothing (the routes load the Responses code on first use).
 """
+
+__all__ = [
+    "chain",
+    "citations",
+    "events",
+    "history",
+    "items",
+    "loop",
+    "objects",
+    "schemas",
+    "service",
+    "sse",
+    "store",
+    "summarize",
+    "tokens",
+    "tools",
+]

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg
 
@@ -17,7 +16,7 @@ class Chain:
     """The turns a request continues (oldest first) and the summary of everything before them (or None)."""
 
     turns: tuple[store.Turn, ...]
-    summary: dict[str, Any] | None
+    summary: store.Summary | None
 
     @property
     def tokens(self) -> int:

@@ -17,6 +17,7 @@ from chalicelib.chat.base import ChatMessage
 from chalicelib.config import Settings
 from chalicelib.responses import citations, items, summarize
 from chalicelib.responses.chain import Chain
+from chalicelib.responses.store import Summary
 
 SUMMARY_HEADER = "Summary of the earlier conversation (older turns were condensed):\n"
 
@@ -31,7 +32,7 @@ class History:
     messages: tuple[ChatMessage, ...]
     preamble: str | None
     tokens: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
     computed: bool
     usage: dict[str, Any] | None
     sources: dict[str, str]

@@ -22,12 +22,15 @@ MAX_VECTOR_STORES = 16
 MAX_TOOLS = 128  # OpenAI's limit on function tools per request
 MAX_INPUT_ITEMS = 2048
 FILE_SEARCH_RESULTS = "file_search_call.results"
-# The SDK's ResponseIncludable values: accepted; only file_search_call.results changes anything here.
+MEMORY_SEARCH_RESULTS = "memory_search_call.results"  # Engram's memory_search_call item
+# The SDK's ResponseIncludable values (accepted; only the two *_call.results change anything here) and Engram's.
 INCLUDABLE = frozenset({
-    FILE_SEARCH_RESULTS, "web_search_call.results", "web_search_call.action.sources", "message.input_image.image_url",
+    FILE_SEARCH_RESULTS, MEMORY_SEARCH_RESULTS, "web_search_call.results", "web_search_call.action.sources",
+    "message.input_image.image_url",
     "computer_call_output.output.image_url", "code_interpreter_call.outputs", "reasoning.encrypted_content",
     "message.output_text.logprobs"})
 FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_MEMORY_TOP_K = 50
 
 
 class _Body(BaseModel):
@@ -98,7 +101,8 @@ class ToolChoiceFileSearch(_Body):
     type: Literal["file_search"]
 
 
-ToolChoice = Literal["auto", "none", "required"] | ToolChoiceFunction | ToolChoiceFileSearch
+ToolChoiceOption = Literal["auto", "none", "required"]
+ToolChoice = ToolChoiceOption | ToolChoiceFunction | ToolChoiceFileSearch
 
 
 class TextFormat(_Body):
@@ -138,6 +142,32 @@ class CreateResponse(_Body):
     user: str | None = Field(default=None, max_length=512)
     conversation: Any = None
     prompt: Any = None
+    # Engram extensions (extra_body): memory around the response, and an agent profile's defaults.
+    memory: dict[str, Any] | bool | None = None  # checked as MemoryOptions by chalicelib.responses.memory
+    agent: str | None = Field(default=None, max_length=128)
+
+
+class MemoryOptions(BaseModel):
+    """Engram's ``memory`` extension (a request's ``extra_body``, an agent profile's or a tenant's defaults): the
+    scope (``user_id`` defaults to the request's ``user``; ``agent_id`` to the agent profile's id), whether to
+    ``recall`` before the model answers and ``remember`` after, how many memories (``top_k``) scoring at least
+    ``score_threshold``, whether earlier ``exchanges`` are recalled too (those with a cosine similarity of at least
+    ``exchange_threshold``), and whether long histories are ``summarization``-condensed. Unset fields fall
+    through to the next layer (request → agent → tenant → defaults: recall and remember on, 5 memories,
+    threshold 0.3, exchanges on with seed 004's 0.65, summarization on)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=128)
+    run_id: str | None = Field(default=None, min_length=1, max_length=128)
+    recall: bool | None = None
+    remember: bool | None = None
+    top_k: int | None = Field(default=None, ge=1, le=MAX_MEMORY_TOP_K)
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    exchanges: bool | None = None
+    exchange_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    summarization: bool | None = None
 
 
 # ---- input items ----
@@ -245,7 +275,7 @@ _ITEM_MODELS: dict[str, type[BaseModel]] = {
 
 _TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool}
 _CHOICE_MODELS: dict[str, type[BaseModel]] = {"file_search": ToolChoiceFileSearch, "function": ToolChoiceFunction}
-TOOL_CHOICE_OPTIONS = ("auto", "none", "required")
+TOOL_CHOICE_OPTIONS: tuple[ToolChoiceOption, ...] = ("auto", "none", "required")
 
 
 def parse_tools(value: list[dict[str, Any]] | None) -> list[Tool]:
@@ -267,10 +297,10 @@ def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
     """
     if value is None or isinstance(value, dict):
         return None if value is None else _one_of(_CHOICE_MODELS, value, "tool_choice", "tool choices")
-    if value not in TOOL_CHOICE_OPTIONS:
-        raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
-                                  "object.", param="tool_choice", code="invalid_value")
-    return value
+    if value in TOOL_CHOICE_OPTIONS:
+        return value
+    raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
+                              "object.", param="tool_choice", code="invalid_value")
 
 
 def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) -> Any:

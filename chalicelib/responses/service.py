@@ -13,6 +13,7 @@ client is not stored.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,8 +23,9 @@ from chalicelib import deps, ids
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
+from chalicelib.memory import exchanges
+from chalicelib.responses import agents, citations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
-from chalicelib.responses import citations, history, items, loop, schemas, store, tools
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
 from chalicelib.responses.tokens import messages_tokens
@@ -33,6 +35,8 @@ from chalicelib.store.paging import Page
 logger = logging.getLogger("engram.responses")
 
 _GENERIC = "The server had an error while processing your request."
+# A summary threshold no history reaches: summarization off (an agent's or a request's memory settings).
+NEVER_SUMMARIZE = 1 << 62
 
 
 @dataclass
@@ -47,13 +51,25 @@ class Run:
     history: history.History
     store: bool
     previous_response_id: str | None
+    memory_plan: memory.MemoryPlan | None = None
+    recalled: memory.Recalled | None = None
+    include_memory: bool = False
+    thread_id: str | None = None
     error: EngramError | None = field(default=None, init=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
         """The stream events, ``response.created`` first; sets :attr:`error` when the response fails."""
         emit, state, shown = Emitter(), self.state, self.config.include_results
-        yield emit.lifecycle("created", state.body(include_results=shown))
-        yield emit.lifecycle("in_progress", state.body(include_results=shown))
+
+        def body() -> dict[str, Any]:
+            return state.body(include_results=shown, include_memory=self.include_memory)
+
+        yield emit.lifecycle("created", body())
+        yield emit.lifecycle("in_progress", body())
+        if self.recalled is not None:  # recall ran before the first model call: its item is output 0
+            item = hide_results(state.output[0], include_memory=self.include_memory)
+            yield emit.item_added(0, item)
+            yield emit.item_done(0, item)
         try:
             yield from loop.run(self.config, state, emit)
             state.finish("incomplete" if state.incomplete_details else "completed")
@@ -63,13 +79,26 @@ class Run:
             logger.exception("response %s failed", state.id)
             self._fail(EngramError(_GENERIC), exc)
         if self.store:
+            self._remember()
             try:
                 self._persist()
             except Exception as exc:
                 logger.exception("storing response %s failed", state.id)
                 self._fail(EngramError(_GENERIC), exc)
         final = {"completed": "completed", "incomplete": "incomplete"}.get(state.status, "failed")
-        yield emit.lifecycle(final, state.body(include_results=shown))
+        yield emit.lifecycle(final, body())
+
+    def _remember(self) -> None:
+        """Dispatch the memory job of a completed response (never fails it: see :mod:`responses.memory`)."""
+        plan, state = self.memory_plan, self.state
+        if plan is None or not plan.remember or state.status != "completed":
+            return
+        answer = "\n\n".join(items.text_of(item) for item in state.output if item.get("type") == "message")
+        job_id = memory.remember(self.settings, self.tenant_id, plan, response_id=state.id,
+                                 thread_id=self.thread_id or state.id, prompt=_last_user_text(self.input_items),
+                                 answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
+        if self.recalled is not None:
+            self.recalled.item["memory_job_id"] = job_id
 
     def _fail(self, error: EngramError, cause: BaseException) -> None:
         self.error = error
@@ -121,15 +150,22 @@ def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) ->
 
 
 def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
-    """Check a request and gather what it needs (backend, stores, history); see :func:`stream_events`."""
+    """Check a request and gather what it needs (agent profile, backend, stores, history, memories); see
+    :func:`stream_events`."""
     from chalicelib.validation import validate
 
+    profile, tenant_memory = _profile_and_defaults(settings, tenant_id, body)
+    if profile is not None:
+        body = agents.merge(body, profile)
     req = validate(schemas.CreateResponse, body)
     _refuse_unsupported(req)
     new_items = items.input_items(schemas.parse_input(req.input))
     parsed_tools = schemas.parse_tools(req.tools)
     file_search_tool, functions = _tools(parsed_tools)
     include_results = _include(req.include)
+    include_memory = schemas.MEMORY_SEARCH_RESULTS in (req.include or [])
+    plan = memory.resolve(req.memory, agent_memory=profile.memory if profile else None,
+                          agent_id=profile.id if profile else None, tenant_defaults=tenant_memory, user=req.user)
     choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
@@ -138,18 +174,30 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     if file_search_tool is not None:
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
         searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
-    past = history.EMPTY
+    past, thread_id = history.EMPTY, None
     if req.previous_response_id is not None:
         with tenant_connection(settings, tenant_id) as conn:
             chain = chains.load(conn, tenant_id, req.previous_response_id)
-        past = history.build(settings, chain, model=req.model)
-    system = "\n\n".join(part for part in (req.instructions, citations.GUIDE if searcher else None, past.preamble)
-                         if part)
+            if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
+                thread_id = exchanges.thread_of(conn, tenant_id, req.previous_response_id)
+        thread_id = thread_id or (chain.turns[0].id if chain.turns else req.previous_response_id)
+        summarizing = settings if plan is None or plan.summarization else dataclasses.replace(
+            settings, summary_threshold_tokens=NEVER_SUMMARIZE)
+        past = history.build(summarizing, chain, model=req.model)
+    recalled = None
+    if plan is not None and plan.recall:
+        recalled = memory.recall_for(settings, tenant_id, plan, _last_user_text(new_items),
+                                     embedder=deps.embedder(settings))
+    system = "\n\n".join(part for part in (req.instructions, recalled.block if recalled else None,
+                                            citations.GUIDE if searcher else None, past.preamble) if part)
     messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
     messages += items.to_messages(new_items)
     items.check_tool_outputs(messages)
     state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model, echo=_echo(req, parsed_tools))
     state.summary_usage = past.usage
+    if recalled is not None:
+        state.output.append(recalled.item)
+        state.memory_usage = recalled.item.get("usage")
     config = loop.LoopConfig(
         backend=backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),
@@ -159,7 +207,33 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
         include_results=include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
         top_p=req.top_p, sources=past.sources)
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
-               history=past, store=req.store is not False, previous_response_id=req.previous_response_id)
+               history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
+               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=thread_id)
+
+
+def _profile_and_defaults(settings: Settings, tenant_id: str,
+                          body: dict[str, Any]) -> tuple[agents.Agent | None, dict[str, Any] | None]:
+    """The agent profile the request names (``agent``) and the tenant's memory defaults, in one connection.
+
+    Raises:
+        InvalidRequestError: a malformed agent id. NotFoundError: no such agent for this tenant.
+    """
+    from chalicelib.store import tenants
+
+    agent_id = body.get("agent")
+    if agent_id is not None and isinstance(agent_id, str):
+        ids.validate_id(agent_id, ids.AGENT, param="agent")
+    with tenant_connection(settings, tenant_id) as conn:
+        profile = agents.get(conn, tenant_id, agent_id, param="agent") if isinstance(agent_id, str) else None
+        return profile, tenants.memory_defaults(conn, tenant_id)
+
+
+def _last_user_text(input_items: list[dict[str, Any]]) -> str:
+    """The text of the request's last user message (what recall searches for and an exchange keeps)."""
+    for item in reversed(input_items):
+        if item.get("type") == "message" and item.get("role") == "user":
+            return items.text_of(item)
+    return ""
 
 
 def _refuse_unsupported(req: schemas.CreateResponse) -> None:
@@ -197,7 +271,7 @@ def _include(include: list[str] | None) -> bool:
 def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
                  functions: list[schemas.FunctionTool]) -> str | dict[str, Any]:
     """The first model call's tool choice in the backend's terms (``{"name": ...}`` to force one tool)."""
-    if choice is None or choice in ("auto", "none"):
+    if choice is None or choice == "auto" or choice == "none":
         return choice or "auto"
     if choice == "required":
         if file_search_tool is None and not functions:
@@ -215,9 +289,8 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
 
 
 def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict[str, Any]:
-    tool_choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
-    if not isinstance(tool_choice, str):
-        tool_choice = tool_choice.model_dump()
+    choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
+    tool_choice = choice if isinstance(choice, str) else choice.model_dump()
     return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
             "store": req.store is not False, "metadata": req.metadata or {},
             "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,
@@ -239,7 +312,8 @@ def retrieve(settings: Settings, tenant_id: str, response_id: str, *, include: l
     shown = _include(include)
     with tenant_connection(settings, tenant_id) as conn:
         row = store.get(conn, tenant_id, response_id)
-    return visible(row.response, include_results=shown)
+    return visible(row.response, include_results=shown,
+                   include_memory=schemas.MEMORY_SEARCH_RESULTS in (include or []))
 
 
 def delete(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:
@@ -267,7 +341,8 @@ def input_items(settings: Settings, tenant_id: str, response_id: str, page: Page
     shown = _include(include)
     with tenant_connection(settings, tenant_id) as conn:
         data, has_more = store.input_items_page(conn, tenant_id, response_id, page)
-    return [item if shown else hide_results(item) for item in data], has_more
+    memory_shown = schemas.MEMORY_SEARCH_RESULTS in (include or [])
+    return [hide_results(item, include_results=shown, include_memory=memory_shown) for item in data], has_more
 
 
 def cancel(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:

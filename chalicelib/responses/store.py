@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 from psycopg.rows import class_row
@@ -14,9 +14,26 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.store.paging import Page
+from chalicelib.wire import ResponseStatus
 
 # A chain walk never follows more links than this (a guard; summaries keep real walks short).
 MAX_CHAIN = 10_000
+
+
+class Summary(TypedDict):
+    """A conversation summary cached on a response (:mod:`chalicelib.responses.summarize`): its ``text``, the
+    last turn it folds in (``through``, a response id), its estimated ``tokens``, how many ``turns`` it covers,
+    the ``model`` that wrote it, that call's ``input_tokens``/``output_tokens`` and ``created_at`` (Unix
+    seconds)."""
+
+    text: str
+    through: str
+    tokens: int
+    turns: int
+    model: str
+    input_tokens: int
+    output_tokens: int
+    created_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +45,12 @@ class StoredResponse:
     tenant_id: str
     previous_response_id: str | None
     created_at: datetime | None  # None on a row not yet inserted (the database sets it)
-    status: str
+    status: ResponseStatus
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     turn_tokens: int
     history_tokens: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +61,7 @@ class Turn:
     input_items: list[dict[str, Any]]
     output: list[dict[str, Any]]
     turn_tokens: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
 
 
 _COLUMNS = ("id, tenant_id, previous_response_id, created_at, status, response, input_items, turn_tokens, "
@@ -159,7 +176,7 @@ def exists(conn: psycopg.Connection, tenant_id: str, response_id: str) -> bool:
     return conn.execute(_EXISTS, {"tenant": tenant_id, "id": response_id}).fetchone() is not None
 
 
-def set_summary(conn: psycopg.Connection, tenant_id: str, response_id: str, summary: dict[str, Any],
+def set_summary(conn: psycopg.Connection, tenant_id: str, response_id: str, summary: Summary,
                 history_tokens: int) -> None:
     """Cache a conversation summary on a response (and the shorter history it leaves)."""
     conn.execute(_SET_SUMMARY, {"tenant": tenant_id, "id": response_id, "summary": Jsonb(summary),

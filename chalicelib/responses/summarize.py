@@ -83,17 +83,18 @@ def condense(settings: Settings, chain: Chain, *, model: str) -> tuple[Chain, di
     conversation = [item for turn in older for item in (*turn.input_items, *turn.output)]
     earlier = chain.summary["text"] if chain.summary else None
     text, result, used = summarize(settings, model, earlier, items.to_messages(conversation))
-    summary = {"text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
-               "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
-               "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-               "created_at": int(time.time())}
+    summary: store.Summary = {
+        "text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
+        "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
+        "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+        "created_at": int(time.time())}
     usage = {"model": used, "model_calls": 1, "input_tokens": result.usage.input_tokens,
              "output_tokens": result.usage.output_tokens, "reused": False, "summarized_turns": summary["turns"],
              "summary_tokens": summary["tokens"]}
     return Chain(tuple(recent), summary), usage
 
 
-def reused_usage(summary: dict[str, Any], *, history_tokens: int) -> dict[str, Any]:
+def reused_usage(summary: store.Summary, *, history_tokens: int) -> dict[str, Any]:
     """The ``usage.summary`` block when a cached summary is used as is (no model call spent now)."""
     return {"model": summary.get("model"), "model_calls": 0, "input_tokens": 0, "output_tokens": 0, "reused": True,
             "summarized_turns": summary.get("turns"), "summary_tokens": summary.get("tokens"),
@@ -122,8 +123,9 @@ def precompute_summaries(settings: Settings, *, limit: int = 50, tenant_id: str 
             except EngramError:
                 logger.exception("summarizing conversation ending %s failed", response_id)
                 continue
-            store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
-            done += 1
+            if shorter.summary is not None:  # condense always leaves one
+                store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
+                done += 1
     return done
 
 

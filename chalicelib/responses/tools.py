@@ -22,6 +22,7 @@ from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.vector_stores import VectorStore
+from chalicelib.wire import FileSearchResult
 
 MAX_QUERIES_PER_CALL = 5  # queries the model may send in one call (more are ignored)
 
@@ -46,7 +47,7 @@ class FileSearch:
     filters: Any
     ranking: RankingOptions
 
-    def run(self, queries: list[str]) -> list[dict[str, Any]]:
+    def run(self, queries: list[str]) -> list[FileSearchResult]:
         """Search and return results ``{file_id, filename, score, text, attributes}`` (best first, at most
         ``max_num_results``; an empty store gives ``[]``).
 

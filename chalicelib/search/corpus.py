@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 
-__all__ = ["CHUNKS", "Corpus", "Scope"]
+__all__ = ["CHUNKS", "EXCHANGES", "MEMORIES", "Corpus", "Scope", "store_scope"]
 
 Statistics = Literal["maintained", "scope"]
 
@@ -30,8 +30,9 @@ class Corpus:
 
     Attributes:
         name: short name for logs and metrics (``chunks``).
-        table: the table (columns ``id``, ``tenant_id``, ``keywords``, ``keyword_length``, ``embedding_dim``,
-            ``embedding``, ``attributes``).
+        table: the table (columns ``tenant_id``, ``keywords``, ``keyword_length``, ``embedding_dim``, ``embedding``
+            and a bigint row id ``id_column``; filters compile against whichever JSON column the caller names).
+        id_column: the bigint column identifying a row in results (``id`` for chunks, ``seq`` for memories).
         statistics: where BM25's statistics come from (see the module docstring).
         partition_column: the column naming a row's partition (``vector_store_id``) for maintained statistics.
         topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only).
@@ -41,6 +42,7 @@ class Corpus:
     name: str
     table: str
     statistics: Statistics
+    id_column: str = "id"
     partition_column: str | None = None
     topk_function: str | None = None
     hnsw_prefix: str | None = None
@@ -48,6 +50,10 @@ class Corpus:
     def identifier(self) -> sql.Identifier:
         """The table as an SQL identifier."""
         return sql.Identifier(self.table)
+
+    def row_id(self) -> sql.Identifier:
+        """The row-id column as an SQL identifier."""
+        return sql.Identifier(self.id_column)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,12 @@ class Scope:
 # Document chunks of vector stores (migrations 0001 and 0009).
 CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partition_column="vector_store_id",
                 topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw")
+
+
+# Agent memories (migration 0010): small scopes (one user's, agent's or run's), statistics over the scope itself.
+MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_column="seq")
+# Exchanges (migration 0015): a user's earlier turns, searched like memories.
+EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
 
 
 def store_scope(tenant_id: str, store_ids: list[str], rows: int) -> Scope:

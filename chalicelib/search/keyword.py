@@ -52,14 +52,15 @@ SELECT q.lexeme, coalesce(df.df, 0), totals.n, totals.len
 FROM q LEFT JOIN df USING (lexeme) CROSS JOIN totals ORDER BY q.lexeme"""
 _LEXEMES = "SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t ORDER BY 1"
 _EXHAUSTIVE = """
-SELECT id, score FROM (
-    SELECT id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score FROM {table}
-    WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}) AS scored
-WHERE score > 0 ORDER BY score DESC, id LIMIT %(limit)s"""
+SELECT row_id, score FROM (
+    SELECT {id} AS row_id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score
+    FROM {table} WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}) AS scored
+WHERE score > 0 ORDER BY score DESC, row_id LIMIT %(limit)s"""
 _TOPK = "SELECT chunk_id, score FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(filter)s)"
 # Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
 _SCOPE_SCORED = """
-WITH d AS (SELECT id, keywords, keyword_length FROM {table} WHERE tenant_id = %(tenant)s AND ({scope})),
+WITH d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
+           WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}),
      totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
      hits AS (SELECT d.id, d.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
               FROM d, unnest(ts_filter(setweight(d.keywords, 'A', %(terms)s), '{{a}}')) AS t),
@@ -68,7 +69,6 @@ WITH d AS (SELECT id, keywords, keyword_length FROM {table} WHERE tenant_id = %(
 SELECT h.id,
        sum(idf.idf * h.tf * (%(k1)s + 1) / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score
 FROM hits h JOIN idf USING (lexeme) CROSS JOIN totals
-WHERE h.id IN (SELECT id FROM {table} WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter})
 GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
 
 
@@ -129,7 +129,7 @@ def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: Q
     if where is not None:
         filter_expression = where.expression
         params.update(where.params)
-    statement = sql.SQL(_EXHAUSTIVE).format(table=corpus.identifier(), scope=scope.predicate,
+    statement = sql.SQL(_EXHAUSTIVE).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
                                             filter=filter_expression)
     return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
 
@@ -157,7 +157,7 @@ def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query:
     if where is not None:
         filter_expression = where.expression
         params.update(where.params)
-    statement = sql.SQL(_SCOPE_SCORED).format(table=corpus.identifier(), scope=scope.predicate,
+    statement = sql.SQL(_SCOPE_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
                                               filter=filter_expression)
     return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
 

@@ -19,6 +19,7 @@ from chalicelib.errors import InvalidRequestError
 from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
+from chalicelib.store.db import one
 from chalicelib.store.vector_stores import VectorStore, check_embedding
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -127,7 +128,7 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
             raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
-    (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
+    (indexed,) = one(conn.execute(_INDEXED_ROWS, (embedder.dimension,)))
     scope = store_scope(tenant_id, [s.id for s in stores], sum(s.chunk_count for s in stores))
     ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                   depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),

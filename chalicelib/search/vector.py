@@ -82,10 +82,10 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
     cast = vector_cast(scope.dim, halfvec=halfvec)
     # The ORDER BY expression must match the partial index expression exactly for the planner to use it.
     distance = sql.SQL("(embedding::{cast} <=> %(q)s::{cast})").format(cast=cast)
-    statement = sql.SQL("SELECT id, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
-        d=distance, table=scope.corpus.identifier(), where=clause)
+    statement = sql.SQL("SELECT {id}, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
+        id=scope.corpus.row_id(), d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
-    settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+    settings: list[sql.SQL | sql.Composed] = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
     if iterative_scan:
         settings += [sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
                      sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES))]
@@ -105,8 +105,9 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
     # `embedding <=> q` (no cast) cannot use the expression index: the planner reads the scope through
     # chunks_scope and sorts, i.e. an exact k-NN.
     statement = sql.SQL(
-        "SELECT id, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
-        "ORDER BY distance LIMIT %(limit)s").format(table=scope.corpus.identifier(), where=clause)
+        "SELECT {id}, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
+        "ORDER BY distance LIMIT %(limit)s").format(id=scope.corpus.row_id(), table=scope.corpus.identifier(),
+                                                    where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
 
@@ -116,4 +117,6 @@ def _as_list(vector: Sequence[float]) -> Any:
     which the Lambda packages leave out (50 MB)."""
     from pgvector import Vector
 
-    return vector if isinstance(vector, Vector) else Vector(vector if not isinstance(vector, tuple) else list(vector))
+    if isinstance(vector, Vector):
+        return vector
+    return Vector(list(vector) if isinstance(vector, Sequence) else vector)

@@ -19,6 +19,7 @@ moves ``attempt_base`` instead of resetting them), so a stale worker's guard can
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,9 +33,9 @@ from psycopg.types.json import Jsonb
 from chalicelib.errors import NotFoundError
 from chalicelib.store import chunks as chunk_rows
 from chalicelib.store.chunks import Chunk
-from chalicelib.store.db import atomic, pipeline
+from chalicelib.store.db import atomic, one, pipeline
 from chalicelib.store.paging import Page, keyset, trim
-from chalicelib.wire import FileStatus, LastError
+from chalicelib.wire import FileStatus, LastError, StaticChunkingStrategy
 
 __all__ = [
     "StoreFile",
@@ -64,7 +65,7 @@ class StoreFile:
     status: FileStatus
     last_error: LastError | None
     attributes: dict[str, Any]
-    chunking_strategy: dict[str, Any]
+    chunking_strategy: StaticChunkingStrategy
     content_sha256: str | None
     chunk_count: int
     usage_bytes: int
@@ -159,7 +160,7 @@ SETTLE_LIMIT = 1000
 
 
 def attach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *,
-           attributes: dict[str, Any], chunking_strategy: dict[str, Any]) -> None:
+           attributes: dict[str, Any], chunking_strategy: StaticChunkingStrategy) -> None:
     """Attach (or re-attach) a file to a store with status ``in_progress`` (a re-attach starts a new attempt
     range: :func:`claim` counts from it)."""
     conn.execute(_UPSERT, {"tenant": tenant_id, "store": store_id, "file": file_id,
@@ -194,11 +195,11 @@ def list_all(conn: psycopg.Connection, tenant_id: str, store_id: str) -> list[St
 def count_final(conn: psycopg.Connection, tenant_id: str, store_id: str, filenames: Sequence[str]) -> int:
     """How many of ``filenames`` are attached to the store with a final status (completed, failed, cancelled),
     each name counted by its newest attachment."""
-    return conn.execute(_FINAL_COUNT, {"tenant": tenant_id, "store": store_id, "names": list(filenames)}).fetchone()[0]
+    return int(one(conn.execute(_FINAL_COUNT, {"tenant": tenant_id, "store": store_id, "names": list(filenames)}))[0])
 
 
 def list_page(conn: psycopg.Connection, tenant_id: str, store_id: str, page: Page, *,
-              status: str | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
+              status: FileStatus | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
     """One page of a store's attachments ``(rows, has_more)``, optionally only ``status`` ones or a batch's."""
     where, order, params = keyset(page, "sf.file_id")
     query = sql.SQL(_PAGE).format(keyset=where, order=order)
@@ -269,7 +270,7 @@ def settle(conn: psycopg.Connection, *, max_attempts: int, tenant_id: str | None
                    f"Processing did not finish after {max_attempts} attempts (the worker stopped).")
         params = {**query, "tenant": tenant, "store": store, "file": file_id,
                   "error": Jsonb({"code": "server_error", "message": message})}
-        failed += len(_transition(conn, tenant, store, lambda p=params: _returning(conn, _FAIL_STUCK, p)))
+        failed += len(_transition(conn, tenant, store, functools.partial(_returning, conn, _FAIL_STUCK, params)))
     return failed
 
 

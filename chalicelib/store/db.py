@@ -10,13 +10,20 @@ import functools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from chalicelib.config import Settings
+from chalicelib.errors import EngramError
 from chalicelib.store.migrate import migrate
+
+if TYPE_CHECKING:
+    import psycopg_pool
+
+RowT = TypeVar("RowT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +101,7 @@ _FLUSH = "SELECT pg_current_xact_id()"
 _deferral: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("engram_deferred_durability",
                                                                               default=None)
 
-_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}  # noqa: F821 (imported lazily)
+_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -106,7 +113,7 @@ def _reset(conn: psycopg.Connection) -> None:
     conn.execute(_RESET)
 
 
-def pool(settings: Settings):
+def pool(settings: Settings) -> psycopg_pool.ConnectionPool:
     """The process's connection pool for ``settings`` (psycopg_pool, autocommit, pgvector registered; at most
     ``settings.db_pool_size`` connections), created and the schema migrated on first use."""
     from psycopg_pool import ConnectionPool
@@ -191,6 +198,20 @@ def close_pools() -> None:
         for existing in _pools.values():
             existing.close()
         _pools.clear()
+
+
+def one(cur: psycopg.Cursor[RowT]) -> RowT:
+    """The one row an executed statement must return: an ``INSERT ... RETURNING``, an ``UPDATE ... RETURNING`` of
+    a row the caller holds, an aggregate without ``GROUP BY``, a row locked just after its upsert. Use it as
+    ``one(cur.execute(...))``; the row's type is the cursor's row factory's (a tuple by default).
+
+    Raises:
+        EngramError: (500) the statement returned no row — a broken invariant, not the caller's fault.
+    """
+    row = cur.fetchone()
+    if row is None:
+        raise EngramError("The database returned no row where one was required.")
+    return row
 
 
 def capabilities(conn: psycopg.Connection) -> Capabilities:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg.rows import class_row
@@ -20,11 +20,15 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.store import attachments
 from chalicelib.store.db import pipeline
+from chalicelib.wire import LastError
 
+# A version's status: the CHECK constraint of ``ingest_jobs.status`` (migrations/0006_pipeline.sql says what each
+# means).
+VersionStatus = Literal["pending", "embedding", "completed", "failed", "rejected", "superseded"]
 # Statuses in which a version still has work to do.
-OPEN = ("pending", "embedding")
+OPEN: tuple[VersionStatus, ...] = ("pending", "embedding")
 # Statuses a version never leaves (except "failed", which a redriven message may re-open).
-FINAL = ("completed", "rejected", "superseded")
+FINAL: tuple[VersionStatus, ...] = ("completed", "rejected", "superseded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,7 @@ class Job:
     vector_store_id: str
     file_id: str
     version: int
-    status: str
+    status: VersionStatus
     source_bucket: str | None
     source_key: str | None
     source_etag: str | None
@@ -43,7 +47,7 @@ class Job:
     chunk_count: int
     batch_count: int
     batches_done: int
-    last_error: dict[str, Any] | None
+    last_error: LastError | None
     created_at: datetime
     updated_at: datetime
     staged_at: datetime | None
@@ -236,8 +240,8 @@ def set_content(conn: psycopg.Connection, job: Job, *, chunk_count: int, content
                                 "chunks": chunk_count, "sha256": content_sha256})
 
 
-def set_status(conn: psycopg.Connection, job: Job, status: str, error: dict[str, str] | None = None) -> None:
-    """Set a version's status (one of the CHECK constraint's) and ``last_error`` (``{"code", "message"}``)."""
+def set_status(conn: psycopg.Connection, job: Job, status: VersionStatus, error: LastError | None = None) -> None:
+    """Set a version's status and ``last_error``."""
     conn.execute(_SET_STATUS, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
                                "status": status, "error": Jsonb(error) if error else None})
 

@@ -13,7 +13,9 @@ from psycopg.types.json import Jsonb
 
 from chalicelib import ids
 from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
+from chalicelib.wire import FileCounts
 
 # HNSW build parameters: pgvector's default m=16; ef_construction raised from its default 64 to 128 because
 # benchmarks/search.py measured recall@10 0.943 at ef_search 100 with 64 (whole-cluster misses) and 1.000 with 128.
@@ -99,10 +101,9 @@ def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model:
     ensure_tenant(conn, tenant_id)
     ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
-        cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
-                              "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
-                              "expires_after": Jsonb(expires_after) if expires_after else None})
-        return cur.fetchone()
+        return one(cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
+                                         "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
+                                         "expires_after": Jsonb(expires_after) if expires_after else None}))
 
 
 def list_page(conn: psycopg.Connection, tenant_id: str, page: Page) -> tuple[list[VectorStore], bool]:
@@ -137,12 +138,10 @@ def update(conn: psycopg.Connection, tenant_id: str, store_id: str, *, name: Any
     return row
 
 
-FileCounts = dict[str, int]  # {"in_progress", "completed", "failed", "cancelled", "total"}
-
-
 def file_counts(conn: psycopg.Connection, tenant_id: str, store_ids: list[str]) -> dict[str, FileCounts]:
     """Per store, the number of attached files in each status (computed from the rows, so always consistent)."""
-    counts = {sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
+    counts: dict[str, FileCounts] = {
+        sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
     for sid, in_progress, completed, failed, cancelled, total in conn.execute(
             _FILE_COUNTS, {"tenant": tenant_id, "ids": store_ids}).fetchall():
         counts[sid] = {"in_progress": in_progress, "completed": completed, "failed": failed,

@@ -33,8 +33,10 @@ def apply() -> bool:
 
     def is_message_valid_based_on_retention_period(self: SQSBackend, queue_name: str, message: Message) -> bool:
         queue = self.get_queue(queue_name)
-        return int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time()
+        retention_s = int(queue.message_retention_period)  # type: ignore[attr-defined]  # set from its attribute
+        return retention_s + (message.sent_timestamp or 0) / 1000 > unix_time()
 
     is_message_valid_based_on_retention_period._engram = True  # type: ignore[attr-defined]
-    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+    SQSBackend.is_message_valid_based_on_retention_period = (  # type: ignore[method-assign]
+        is_message_valid_based_on_retention_period)
     return True

@@ -133,8 +133,10 @@ def start_services(config: Settings, *, aws_port: int = DEFAULT_PORT, workers: i
         OSError: ``aws_port`` is taken.
     """
     stack = start_stack(config, port=aws_port)
+    state = stack.state
+    assert state is not None  # start_stack started it
     try:
-        running = start_pump(stack.state, workers=workers) if pump else None
+        running = start_pump(state, workers=workers) if pump else None
     except Exception:
         stack.stop()
         raise

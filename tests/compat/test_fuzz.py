@@ -51,7 +51,8 @@ ROUTES = sorted((path, method) for path, methods in application.app.routes.items
                 if path.startswith("/v1/"))
 
 # Which path parameters may name a real object, per (method, template); the rest only ever name nothing.
-READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search")}
+READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search"),
+                                                        ("POST", "/v1/memories/search")}
 REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/files"),  # poisoned file_id
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches"),  # poisoned file ids
@@ -60,7 +61,8 @@ REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),  # the batch never exists
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
-            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE}
+            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
+            "agent_id": ids.AGENT}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -78,7 +80,10 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/uploads"), ("POST", "/v1/uploads/{upload_id}/parts"),
         ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
-        ("POST", "/v1/responses/{response_id}/cancel")} == WRITES
+        ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
+        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,6 +138,7 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
 }
 
 
@@ -337,6 +343,10 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
         body["previous_response_id"] = unknown_id(ids.RESPONSE)
+    elif template == "/v1/agents" and method == "POST":
+        body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
+    elif template == "/v1/memories" and method == "POST":
+        body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
     return body
 
 

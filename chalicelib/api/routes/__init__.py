@@ -1,1 +1,4 @@
-"""Chalice blueprints of the OpenAI-compatible API, one per resource; ``app.py`` mounts them under ``/v1``."""
+"""Chalice blueprints of the OpenAI-compatible API, one per resource; ``app.py`` mounts them under ``/v1``.
+(:mod:`common` holds what the routes share.)"""
+
+__all__ = ["agents", "file_batches", "files", "memories", "responses", "uploads", "vector_store_files", "vector_stores"]

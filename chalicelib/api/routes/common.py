@@ -18,7 +18,7 @@ POLL_HEADER = "openai-poll-after-ms"
 
 def respond(body: dict[str, Any], *, status: int = 200, in_progress: bool = False) -> Response:
     """A JSON response; ``in_progress`` adds ``openai-poll-after-ms`` so polling clients wait that long."""
-    headers = {"Content-Type": "application/json"}
+    headers: dict[str, str | list[str]] = {"Content-Type": "application/json"}
     if in_progress:
         headers[POLL_HEADER] = str(deps.current_settings().poll_after_ms)
     return Response(body=json.dumps(body), status_code=status, headers=headers)

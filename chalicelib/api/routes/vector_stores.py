@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -43,7 +44,7 @@ def create_vector_store() -> Response:
             store = vector_stores.create(
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
                 metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
-            attach.attach_all(conn, tenant, store.id, prepared)
+            attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
         return _object(conn, tenant, vector_stores.get(conn, tenant, store.id))
@@ -72,7 +73,7 @@ def retrieve_vector_store(vector_store_id: str) -> Response:
 def update_vector_store(vector_store_id: str) -> Response:
     """``vector_stores.update(id, name=, metadata=, expires_after=)``: fields sent replace (null clears)."""
     body = request.validate(UpdateVectorStore, request.json_body(bp.current_request))
-    changes = {}
+    changes: dict[str, Any] = {}
     if "name" in body.model_fields_set:
         changes["name"] = body.name
     if "metadata" in body.model_fields_set:

@@ -12,7 +12,9 @@ from chalicelib.ingest.parse.normalize import clean_text
 try:  # optional: better guesses for legacy 8-bit encodings than the latin-1 fallback
     import charset_normalizer
 except ImportError:  # pragma: no cover - depends on the environment
-    charset_normalizer = None
+    _HAVE_CHARSET_NORMALIZER = False
+else:
+    _HAVE_CHARSET_NORMALIZER = True
 
 # Byte-order marks, longest first (the UTF-32-LE BOM starts with the UTF-16-LE one).
 _BOMS = (
@@ -51,7 +53,7 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    if charset_normalizer is not None:
+    if _HAVE_CHARSET_NORMALIZER:
         guessed = _guess(data)
         if guessed is not None:
             return guessed
