@@ -171,7 +171,13 @@ def deferred_durability(settings: Settings) -> Iterator[None]:
         _deferral.reset(token)
     if flag[0]:
         with pool(settings).connection() as conn:
-            conn.execute(_FLUSH)
+            flush_wal(conn)
+
+
+def flush_wal(conn: psycopg.Connection) -> None:
+    """Make every commit made so far durable, whoever made it: one commit on ``conn`` (autocommit, with
+    ``synchronous_commit`` on) that waits for its write-ahead log, which comes after theirs."""
+    conn.execute(_FLUSH)
 
 
 def pipeline(conn: psycopg.Connection) -> contextlib.AbstractContextManager[object]:
@@ -186,7 +192,8 @@ def pipeline(conn: psycopg.Connection) -> contextlib.AbstractContextManager[obje
 
 def atomic(conn: psycopg.Connection) -> contextlib.AbstractContextManager[object]:
     """A transaction for a block, or the caller's when one is already open (no savepoint: the block is part of the
-    caller's unit of work, which commits or rolls back as a whole)."""
+    caller's unit of work, which commits or rolls back as a whole). A pipeline with statements in flight counts as
+    open: outside a transaction, its statements up to the next sync run as one implicit transaction."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return contextlib.nullcontext()
     return conn.transaction()
