@@ -11,18 +11,21 @@ Markdown; some are meant to fail). Each stage is timed on its own over the whole
   reported apart), once as one batched call and once as one call per document as ``ingest.pipeline`` makes them
   (it embeds each file's missing chunks in one call); ``--embedder hashing`` times the hashing embedder on every
   chunk instead. The embedding cache is not involved;
-* store — the transaction ``ingest.pipeline.process_file`` runs per file (lock store, delete old chunks,
-  ``chunks.insert_file_chunks`` = binary COPY + BM25 statistics, mark completed, refresh usage), into a fresh
-  store of a fresh database ``engram_bench_ingest`` with the HNSW index present (as in production; the graph
-  starts empty unless ``--background-rows N`` first loads N chunks of another store, since inserts into a big
-  shared index cost more), vectors precomputed (hashing-embedder vectors
-  of the real chunk texts) so only the store stage is timed. The files are registered first (``files.create_file``
-  + ``files.attach``, as ``ingest_bytes`` does before processing) and that is reported as ``register``. Time inside
-  the store stage is broken down by statement (COPY; BM25 statistics; the rest; commit). A second, diagnostic run
-  writes the same chunks as files of ``--bulk-file-chunks`` chunks to separate per-row from per-file cost. Every
-  store run gets a freshly created database, so no run inserts vectors an earlier run already indexed.
-  Target: ≥ 10,000 chunk rows/s for the store stage alone; when the HNSW run misses it, the store runs are
-  repeated in a database without the HNSW index (``engram_bench_ingest_noindex``).
+* store — the transaction that swaps a file's chunks in (``store.attachments.complete``, as the ingestion engine
+  runs it: lock the store, mark the file completed, delete its old chunks, insert the new ones in one statement —
+  the ``chunks`` triggers keep the BM25 statistics and postings —, add to the store's usage), into a fresh store
+  of a fresh database ``engram_bench_ingest`` with the HNSW index present (as in production; the graph starts
+  empty unless ``--background-rows N`` first loads N chunks of another store, since inserts into a big shared
+  index cost more), vectors precomputed (hashing-embedder vectors of the real chunk texts) so only the store stage
+  is timed. The files are registered first (``files.create_file`` + ``attachments.attach``) and that is reported
+  as ``register``. Per file: wall milliseconds, statements, CPU of this process and of the Postgres server, WAL
+  flushes and bytes (``common.ServerMeter``); time is broken down by statement kind (pipelined statements show
+  little: their time lands on the commit). Runs (``--store-runs``, :data:`STORE_RUNS`): ``hnsw`` (the target
+  run), ``hnsw_flush4`` (the WAL flushed once per 4 files, as the SQS embedding handler does), diagnostics without
+  the postings triggers or without the HNSW index, and ``*_bulk`` runs writing the same chunks as files of
+  ``--bulk-file-chunks`` chunks to separate per-row from per-file cost. Every store run gets a freshly created
+  database, so no run inserts vectors an earlier run already indexed. Target (issue 11): ≥ 480 rows/s per-file
+  with HNSW, 5 × the 96 rows/s measured before.
 
 Prints a table, then one JSON line. The database server is ``DATABASE_URL`` or the embedded Postgres under
 ``ENGRAM_DATA_DIR``; the benchmark databases are dropped and recreated for every store run.

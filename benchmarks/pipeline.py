@@ -15,6 +15,11 @@ Embedders:
 
 Documents: NFCorpus (``../shared/data/beir/nfcorpus``) written out as text files of ``--docs-per-file`` documents.
 
+Besides files/s: milliseconds per file (the pipeline's own overhead with the fake embedder; target ≤ 50 ms, issue
+11), and per file the CPU of this process (handlers, pump, moto, the fake embedder) and of the Postgres server, and
+the server's WAL flushes (``common.ServerMeter``). On a shared machine the CPU figures are steadier than the wall
+clock.
+
     ./dev python benchmarks/pipeline.py                               # fake and local, 1 and 2 workers
     ./dev python benchmarks/pipeline.py --modes fake --files 100 --json
 """

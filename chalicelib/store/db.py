@@ -95,9 +95,12 @@ _AS_TENANT = "SET ROLE {role}; SELECT set_config({name}, {tenant}, false)"
 # Inside deferred_durability: commits return before their WAL reaches the disk (PostgreSQL "Asynchronous Commit":
 # a crash may lose the last few, never leaving the database inconsistent).
 _AS_TENANT_DEFERRED = _AS_TENANT + ", set_config('synchronous_commit', 'off', false)"
-# A commit that waits for its WAL to be flushed, and with it every earlier commit's (WAL is one sequence). The
-# transaction id makes the commit write a commit record, which a read-only transaction would not.
-_FLUSH = "SELECT pg_current_xact_id()"
+# A commit that waits for its WAL to be flushed, and with it every earlier commit's (WAL is one sequence).
+# PostgreSQL waits at commit only for a transaction that has an id and wrote WAL before its commit record
+# (RecordTransactionCommit, xact.c): the id is assigned, and a non-transactional logical message (a WAL record
+# nothing reads unless a logical decoder subscribes to the "engram" prefix) is the write. No table is touched, so
+# concurrent flushes do not queue on a row lock and share the disk flush (group commit).
+_FLUSH = "SELECT pg_current_xact_id(), pg_logical_emit_message(false, 'engram.flush', '')"
 _deferral: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("engram_deferred_durability",
                                                                               default=None)
 
