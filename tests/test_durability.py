@@ -29,11 +29,10 @@ def test_commits_inside_wait_for_the_flush_at_the_end_and_nothing_leaks_to_other
         vector_stores.ensure_tenant(owner, TENANT)
     with tenant_connection(settings, TENANT) as conn:
         assert _setting(conn) == "on"
-    with deferred_durability(settings):
-        with tenant_connection(settings, TENANT) as conn:
-            assert _setting(conn) == "off"
-            conn.execute("UPDATE tenants SET id = id WHERE id = %s", (TENANT,))  # a write: a commit record
-            written = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+    with deferred_durability(settings), tenant_connection(settings, TENANT) as conn:
+        assert _setting(conn) == "off"
+        conn.execute("UPDATE tenants SET id = id WHERE id = %s", (TENANT,))  # a write: a commit record
+        written = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
     with connect(settings) as owner:
         flushed = owner.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (written,)).fetchone()[0]
     assert flushed
