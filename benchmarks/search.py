@@ -10,8 +10,8 @@ configured server (``DATABASE_URL``, else the embedded Postgres under ``ENGRAM_D
 * a small store of 1 % of the rows (the filtered case: the search is scoped to one store, so with HNSW the
   other 99 % of the index must be filtered away),
 
-each written as files of at most ``ROWS_PER_FILE`` chunks through ``chunks.insert_file_chunks`` (binary COPY +
-BM25 statistics), inside the same transaction ``ingest.pipeline.process_file`` uses, with short synthetic texts.
+each written as files of at most ``ROWS_PER_FILE`` chunks through ``attachments.complete`` (one INSERT; the
+triggers keep the BM25 statistics), the transaction the ingestion engine uses, with short synthetic texts.
 The HNSW index (``vector_stores.ensure_hnsw_index``) is dropped before the bulk load and built afterwards with
 ``maintenance_work_mem`` and ``max_parallel_maintenance_workers`` raised; its build time is reported. A re-run
 reuses a database whose stores already hold the same data (generator, seed and row counts match).

@@ -74,20 +74,20 @@ def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
         with pool(settings).connection() as owner:
             _error(owner, None, record, exc.code, exc.message)
         return "error"
-    with pool(settings).connection() as owner:
-        if not drop_objects.tenant_exists(owner, key.tenant):
-            _error(owner, key.tenant, record, "unknown_tenant",
-                   f"No tenant named {key.tenant!r}: the first segment of a drop-folder key must be a tenant.")
-            return "error"
     with tenant_connection(settings, key.tenant) as conn:
-        if key.is_sidecar:
-            return _apply_sidecar(conn, settings, key, record)
-        if record.is_removed:
-            return _remove(conn, key, record)
-        accepted = _accept(conn, settings, embedder, key, record)
-        if isinstance(accepted, str):
-            return accepted
-        return engine.stage(conn, delivery, embedder, accepted)
+        if drop_objects.tenant_exists(conn, key.tenant):
+            if key.is_sidecar:
+                return _apply_sidecar(conn, settings, key, record)
+            if record.is_removed:
+                return _remove(conn, key, record)
+            accepted = _accept(conn, settings, embedder, key, record)
+            if isinstance(accepted, str):
+                return accepted
+            return engine.stage(conn, delivery, embedder, accepted)
+    with pool(settings).connection() as owner:
+        _error(owner, key.tenant, record, "unknown_tenant",
+               f"No tenant named {key.tenant!r}: the first segment of a drop-folder key must be a tenant.")
+    return "error"
 
 
 def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:

@@ -79,5 +79,5 @@ _TENANT_EXISTS = "SELECT 1 FROM tenants WHERE id = %(tenant)s"
 
 def tenant_exists(conn: psycopg.Connection, tenant_id: str) -> bool:
     """Whether ``tenant_id`` is a tenant (a drop-folder key must name one; drops never create tenants). Run as the
-    owner: row-level security would hide other tenants."""
+    owner, or on a connection acting for ``tenant_id`` itself (row-level security shows a tenant its own row)."""
     return conn.execute(_TENANT_EXISTS, {"tenant": tenant_id}).fetchone() is not None

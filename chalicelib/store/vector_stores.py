@@ -304,9 +304,18 @@ def check_embedding(store: VectorStore, model: str, dim: int) -> None:
     Raises:
         EmbeddingMismatchError: ``model``/``dim`` differ from what the store was created with.
     """
-    if store.embedding_model != model or store.embedding_dim != dim:
+    check_model(store.id, store.embedding_model, store.embedding_dim, model, dim)
+
+
+def check_model(store_id: str, store_model: str, store_dim: int, model: str, dim: int) -> None:
+    """:func:`check_embedding` for a store known by its id, model and dimensions.
+
+    Raises:
+        EmbeddingMismatchError: ``model``/``dim`` differ from ``store_model``/``store_dim``.
+    """
+    if store_model != model or store_dim != dim:
         raise EmbeddingMismatchError(
-            f"Vector store '{store.id}' holds {store.embedding_model} embeddings ({store.embedding_dim} dimensions); "
+            f"Vector store '{store_id}' holds {store_model} embeddings ({store_dim} dimensions); "
             f"the configured embedder is {model} ({dim} dimensions). Mixing models in one store would make its "
             "search meaningless: use the store's model or create a new store.",
             param="vector_store_id",

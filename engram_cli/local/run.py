@@ -169,16 +169,21 @@ def wait_for_files(config: Settings, state: StackState, tenant: str, store: str,
                    interval_s: float = 0.5) -> dict[str, Any]:
     """Poll until every file of ``names`` in the store is final (completed, failed or cancelled) and the stack's
     queues are drained, or ``timeout_s`` seconds pass; ``on_progress(final_count)`` after each poll. Returns the last
-    :func:`store_files` (files not yet seen are missing from it)."""
-    final = ("completed", "failed", "cancelled")
+    :func:`store_files` (files not yet seen are missing from it). One connection and one count per poll, so the
+    polling takes little from the work it waits for."""
+    from chalicelib.store import attachments, vector_stores
+    from chalicelib.store.db import connect
+
     deadline = time.monotonic() + timeout_s
-    while True:
-        rows = store_files(config, tenant, store, names)
-        done = sum(row.status in final for row in rows.values())
-        if on_progress is not None:
-            on_progress(done)
-        if done == len(names) and all(queue_depth(state, q) == 0 for q in state.roles.values()):
-            return rows
-        if time.monotonic() > deadline:
-            return rows
-        time.sleep(interval_s)
+    with connect(config) as conn:
+        while True:
+            found = vector_stores.find(conn, tenant, store)
+            done = attachments.count_final(conn, tenant, found.id, sorted(names)) if found is not None else 0
+            if on_progress is not None:
+                on_progress(done)
+            if done == len(names) and all(queue_depth(state, q) == 0 for q in state.roles.values()):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(interval_s)
+    return store_files(config, tenant, store, names)

@@ -227,6 +227,9 @@ class LocalStack:
         """
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
+        from engram_cli.local import moto_fixes
+
+        moto_fixes.apply()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per SQS poll
         _check_port_free(self._host, self._port)
         self._server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
@@ -27,6 +28,8 @@ _BOMS = (
 # Share of control characters (other than tab/newline/CR/FF) above which decoded "text" is judged binary.
 _MAX_CONTROL_SHARE = 0.20  # random bytes decode to ~25% C0/C1 controls; text with stray NULs stays well below
 _SAMPLE_CHARS = 65_536
+# C0 and C1 control characters other than tab, newline, form feed and carriage return.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 
 
 def decode_text(data: bytes, filename: str) -> str:
@@ -39,7 +42,7 @@ def decode_text(data: bytes, filename: str) -> str:
     text = _decode(data)
     sample = text[:_SAMPLE_CHARS]
     if sample:
-        controls = sum(1 for ch in sample if (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F) and ch not in "\t\n\r\f")
+        controls = len(_CONTROLS.findall(sample))
         if controls / len(sample) > _MAX_CONTROL_SHARE:
             raise DocumentError(f"{display_name(filename)} does not look like text (it contains binary data)")
     return text
