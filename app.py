@@ -9,17 +9,33 @@ the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becom
 it. Their modules are imported on the first event, not at cold start.
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalice import Chalice, Rate
 
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
-from chalicelib.api.routes import file_batches, files, responses, uploads, vector_store_files, vector_stores
+from chalicelib.api.routes import (
+    agents,
+    conversations,
+    file_batches,
+    files,
+    mem0,
+    memories,
+    responses,
+    uploads,
+    vector_store_files,
+    vector_stores,
+)
 from chalicelib.dispatch.table import QUEUES
 from chalicelib.jobs.table import LANES, tick_s
 from chalicelib.observability import observe
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 API_PREFIX = "/v1"
 
@@ -32,8 +48,11 @@ app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
-for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp):
+for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
+                  conversations.bp, memories.bp, agents.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
+# mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
+app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 
 
 @app.route("/health")
@@ -42,8 +61,8 @@ def health() -> dict:
     return {"status": "ok"}
 
 
-def _consumer(name: str) -> Callable[[Any], dict]:
-    def consume(event: Any) -> dict:
+def _consumer(name: str) -> Callable[[Any], PartialItemFailureResponse]:
+    def consume(event: Any) -> PartialItemFailureResponse:
         from chalicelib.events import consumer
 
         return consumer.handle(event.to_dict(), event.context)

@@ -3,7 +3,7 @@ overhead ratio (target: HTTP p50 ≤ 1.5 × in-process p50), at ``--chunks`` chu
 
 Data. One database ``engram_bench_api_<N>`` on the configured server (``DATABASE_URL``, else the embedded Postgres
 under ``ENGRAM_DATA_DIR``) holds tenant ``bench`` with one vector store of N chunks (files of ≤ 5,000 chunks, written
-the way ``ingest.pipeline.process_file`` does: ``chunks.insert_file_chunks`` = binary COPY + BM25 statistics; the
+as the ingestion engine writes them: ``attachments.complete``, one INSERT whose triggers keep the BM25 statistics; the
 HNSW index is dropped for the bulk load and built afterwards). Chunk texts are word salad with topics: each chunk
 (80–160 words) draws 70 % of its words from one NFCorpus document (its "topic") and 30 % from the whole corpus's
 word distribution (``../shared/data/beir/nfcorpus``; a synthetic syllable vocabulary when it is absent). Vectors are

@@ -32,3 +32,60 @@ def percentile(values: list[float], q: float) -> float:
     pos = (len(ordered) - 1) * q / 100
     lo, hi = math.floor(pos), math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+class ServerMeter:
+    """What the Postgres server spent between two :meth:`read` calls: CPU seconds of the postmaster and all its
+    processes (from ``/proc``: live processes' own times plus the reaped children's; Linux and a local server only,
+    else None) and WAL activity (``pg_stat_wal``, Postgres ≥ 14: ``wal_sync`` flushes to disk, ``wal_records``,
+    ``wal_fpi`` full-page images, ``wal_bytes``). Counters are cluster-wide: other databases' work counts too."""
+
+    _WAL = "SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_write, wal_sync FROM pg_stat_wal"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._url = url
+        with psycopg.connect(url, autocommit=True) as conn:
+            data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        try:
+            self._postmaster = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            self._postmaster = None
+
+    def read(self) -> dict[str, float | None]:
+        """``{"cpu_s", "wal_records", "wal_fpi", "wal_bytes", "wal_write", "wal_sync"}`` totals so far."""
+        import psycopg
+
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            records, fpi, size, writes, syncs = conn.execute(self._WAL).fetchone()
+        return {"cpu_s": self._cpu_s(), "wal_records": records, "wal_fpi": fpi, "wal_bytes": size,
+                "wal_write": writes, "wal_sync": syncs}
+
+    @staticmethod
+    def delta(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:
+        """``after − before`` per counter (None when either is None)."""
+        return {k: (None if before[k] is None or after[k] is None else after[k] - before[k]) for k in before}
+
+    def _cpu_s(self) -> float | None:
+        if self._postmaster is None:
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        try:
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue  # exited meanwhile
+                pid, ppid = int(entry.name), int(fields[1])
+                if pid == self._postmaster:
+                    total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime (reaped children)
+                elif ppid == self._postmaster:
+                    total += int(fields[11]) + int(fields[12])
+        except OSError:
+            return None
+        return total / tick

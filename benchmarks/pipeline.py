@@ -15,6 +15,11 @@ Embedders:
 
 Documents: NFCorpus (``../shared/data/beir/nfcorpus``) written out as text files of ``--docs-per-file`` documents.
 
+Besides files/s: milliseconds per file (the pipeline's own overhead with the fake embedder; target ≤ 50 ms, issue
+11), and per file the CPU of this process (handlers, pump, moto, the fake embedder) and of the Postgres server, and
+the server's WAL flushes (``common.ServerMeter``). On a shared machine the CPU figures are steadier than the wall
+clock.
+
     ./dev python benchmarks/pipeline.py                               # fake and local, 1 and 2 workers
     ./dev python benchmarks/pipeline.py --modes fake --files 100 --json
 """
@@ -24,13 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from common import SHARED_DATA
+from common import SHARED_DATA, ServerMeter
 
 TENANT = "bench"
 STORE = "pipeline"
@@ -78,7 +84,9 @@ def drop_database(base_url: str, url: str) -> None:
 def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict[str, str],
              timeout_s: float) -> dict:
     """One measured run on a fresh database; returns ``{"files", "chunks", "failed", "seconds", "files_per_s",
-    "chunks_per_s"}``."""
+    "chunks_per_s", "ms_per_file"}`` and, per file, this process's CPU milliseconds (pump, moto, handlers, fake
+    embedder), the Postgres server's CPU milliseconds and its WAL flushes, records and kilobytes (None when the
+    server is not local)."""
     from chalicelib import config, deps
     from chalicelib import aws
     from chalicelib.store.db import close_pools, connect
@@ -86,6 +94,7 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
     from engram_cli.local import drop, run
 
     url = fresh_database(base_url)
+    meter = ServerMeter(base_url)
     saved = dict(os.environ)
     os.environ.update({"DATABASE_URL": url, "ENGRAM_TENANT": TENANT, **embedding_env})
     config.settings.cache_clear()
@@ -102,10 +111,12 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
         pump = run.start_pump(stack.state, workers=workers)
         items = drop.plan(files, TENANT, STORE)
         names = {i.name for i in items}
+        server_before, cpu_before = meter.read(), _process_cpu_s()
         started = time.perf_counter()
         drop.upload(stack.state.client("s3"), stack.state.bucket, items)
         rows = run.wait_for_files(settings, stack.state, TENANT, STORE, names, timeout_s=timeout_s, interval_s=0.1)
         seconds = time.perf_counter() - started
+        cpu_s = _process_cpu_s() - cpu_before
     finally:
         if pump is not None:
             pump.stop()
@@ -115,6 +126,8 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
         os.environ.update(saved)
         config.settings.cache_clear()
         aws.reset()
+    time.sleep(1.1)  # idle backends report their WAL statistics within a second (PGSTAT_MIN_INTERVAL)
+    server = ServerMeter.delta(server_before, meter.read())
     drop_database(base_url, url)
     done = [r for r in rows.values() if r.status in ("completed", "failed")]
     if len(done) < len(names):
@@ -122,7 +135,21 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
     chunks = sum(r.chunk_count for r in rows.values())
     return {"files": len(names), "chunks": chunks, "failed": sum(r.status == "failed" for r in rows.values()),
             "seconds": round(seconds, 2), "files_per_s": round(len(names) / seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 1)}
+            "chunks_per_s": round(chunks / seconds, 1), "ms_per_file": round(1000 * seconds / len(names), 1),
+            "process_cpu_ms_per_file": round(1000 * cpu_s / len(names), 1),
+            "server_cpu_ms_per_file": _per(server["cpu_s"], len(names), 1000),
+            "wal_flushes_per_file": _per(server["wal_sync"], len(names), 1),
+            "wal_records_per_file": _per(server["wal_records"], len(names), 1),
+            "wal_kb_per_file": _per(server["wal_bytes"], len(names), 1 / 1024)}
+
+
+def _per(value: float | None, count: int, scale: float) -> float | None:
+    return None if value is None else round(scale * value / count, 2)
+
+
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -165,10 +192,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"\n{'embedder':10} {'workers':>7} {'files':>6} {'chunks':>7} {'seconds':>8} {'files/s':>8} {'chunks/s':>9}")
+    print(f"\n{'embedder':10} {'workers':>7} {'files':>6} {'chunks':>7} {'seconds':>8} {'files/s':>8} {'chunks/s':>9} "
+          f"{'ms/file':>8} {'cpu ms/file (us / pg)':>22} {'WAL flushes/file':>17}")
     for r in results:
+        cpu = f"{r['process_cpu_ms_per_file']} / {r['server_cpu_ms_per_file']}"
         print(f"{r['embedder']:10} {r['workers']:>7} {r['files']:>6} {r['chunks']:>7} {r['seconds']:>8} "
-              f"{r['files_per_s']:>8} {r['chunks_per_s']:>9}")
+              f"{r['files_per_s']:>8} {r['chunks_per_s']:>9} {r['ms_per_file']:>8} {cpu:>22} "
+              f"{r['wal_flushes_per_file']!s:>17}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Data, per size N (``--sizes``, default ``10000,100000``; ``1000000`` works: see 
 * a big store of 99 % of the rows, written as ``BIG_FILES`` files, file i with attribute ``{"shard": i}``, and
 * a small store of 1 % of the rows (4 files),
 
-through the real write path: ``attachments.attach`` + ``attachments.complete`` (binary COPY into ``chunks``; the
+through the real write path: ``attachments.attach`` + ``attachments.complete`` (one INSERT into ``chunks``; the
 statement triggers keep BM25 statistics and impact-ordered postings, migrations/0009). Chunk texts are realistic
 (80–160 words each, NFCorpus' words in topic salad or a Zipf vocabulary: ``textgen.py``). Vectors are synthetic
 384-d and *clustered* (real embeddings are clustered and of low intrinsic dimension; uniform noise in 384-d is an

@@ -59,6 +59,13 @@ ENV_CHAT_MAX_RETRIES = "ENGRAM_CHAT_MAX_RETRIES"
 ENV_SUMMARY_MODEL = "ENGRAM_SUMMARY_MODEL"
 ENV_SUMMARY_THRESHOLD_TOKENS = "ENGRAM_SUMMARY_THRESHOLD_TOKENS"
 ENV_SUMMARY_KEEP_TURNS = "ENGRAM_SUMMARY_KEEP_TURNS"
+# Agent memory (issue 12).
+ENV_CHAT_MODEL = "ENGRAM_CHAT_MODEL"
+ENV_MEMORY_MODEL = "ENGRAM_MEMORY_MODEL"
+ENV_MEMORY_QUEUE = "ENGRAM_MEMORY_QUEUE"
+ENV_MEMORY_NEAR_DUPLICATE = "ENGRAM_MEMORY_NEAR_DUPLICATE"
+ENV_MEMORY_HALF_LIFE_DAYS = "ENGRAM_MEMORY_HALF_LIFE_DAYS"
+ENV_MEMORY_DECAY_FLOOR = "ENGRAM_MEMORY_DECAY_FLOOR"
 
 # keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
 # acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
@@ -148,6 +155,15 @@ class Settings:
     # History above this many tokens gets its older turns summarized.
     summary_threshold_tokens: int = setting(8000, ENV_SUMMARY_THRESHOLD_TOKENS)
     summary_keep_turns: int = setting(4, ENV_SUMMARY_KEEP_TURNS)  # most recent turns kept verbatim
+    # --- agent memory ---
+    # The model Engram calls on its own behalf when no request names one (memory extraction, summaries).
+    chat_model: str | None = setting(None, ENV_CHAT_MODEL)
+    memory_model: str | None = setting(None, ENV_MEMORY_MODEL)  # extraction and decisions; None → chat_model
+    memory_queue: str | None = setting(None, ENV_MEMORY_QUEUE)  # SQS queue for asynchronous adds; None → in-process
+    # Cosine similarity at or above which a new fact is the same as a stored memory (NOOP, no model call).
+    memory_near_duplicate: float = setting(0.95, ENV_MEMORY_NEAR_DUPLICATE)
+    memory_half_life_days: float = setting(90.0, ENV_MEMORY_HALF_LIFE_DAYS)  # decay half-life (seed 000)
+    memory_decay_floor: float = setting(0.5, ENV_MEMORY_DECAY_FLOOR)  # decay never scores a memory below this
 
     @property
     def unclaimed_after_s(self) -> float:

@@ -1,7 +1,8 @@
 """Prefixed object ids, generated and validated in one place.
 
 Prefixes follow OpenAI's wire contract (``../shared/reference/OPENAI-COMPAT.md`` §0): files ``file-``, vector stores
-``vs_``, file batches ``vsfb_``, responses ``resp_``, messages ``msg_``, file-search calls ``fs_``.
+``vs_``, file batches ``vsfb_``, responses ``resp_``, messages ``msg_``, file-search calls ``fs_``, conversations
+``conv_``; Engram's own: memories ``mem_``, asynchronous memory adds ``memjob_``, agent profiles ``agent_``.
 The body is 24 characters of ``[0-9A-Za-z]``: 10 encode the creation time in microseconds (base 62, digits before
 capitals before lower case, so ids compare in creation order under byte-wise ``COLLATE "C"`` ordering, which cursor
 pagination relies on) and 14 are random (≈83 bits). Within one process ids are strictly increasing.
@@ -25,6 +26,13 @@ FILE_SEARCH_CALL = "fs_"
 UPLOAD = "upload_"
 UPLOAD_PART = "part_"
 API_KEY = "key_"
+# Engram's own objects.
+MEMORY = "mem_"
+MEMORY_JOB = "memjob_"
+CONVERSATION = "conv_"
+AGENT = "agent_"
+EXCHANGE = "exch_"
+MEMORY_SEARCH_CALL = "msc_"
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # ASCII order
 _TIME_LEN = 10  # 62**10 µs ≈ 26,000 years

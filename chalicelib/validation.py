@@ -89,8 +89,9 @@ def _check(value: Any, path: str, depth: int) -> None:
             _check(item, f"{path}[{index}]", depth + 1)
 
 
-def validate(model: type[Model], data: Any) -> Model:
-    """``data`` checked against the pydantic ``model``.
+def validate(model: type[Model], data: Any, *, prefix: str | None = None) -> Model:
+    """``data`` checked against the pydantic ``model``; ``prefix`` is the path of ``data`` in the request (e.g.
+    ``memory`` for a nested object checked on its own).
 
     Raises:
         InvalidRequestError: the first problem, with ``param`` the dotted path of the field (e.g.
@@ -99,15 +100,21 @@ def validate(model: type[Model], data: Any) -> Model:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        message, param = _describe(exc)
+        message, param = _describe(exc, prefix)
         raise InvalidRequestError(message, param=param) from None
     except RecursionError:
         raise InvalidRequestError("The request body is nested too deeply.") from None
 
 
-def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
-    error = exc.errors(include_url=False)[0]
-    loc = [str(part) for part in error.get("loc", ()) if not _is_union_tag(part)]
+def _describe(exc: pydantic.ValidationError, prefix: str | None = None) -> tuple[str, str | None]:
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    # A union reports one error per member; the member whose type the value has says what is really wrong
+    # (an empty list sent for "a string or a list" is too short, not "not a string").
+    field = _location(error)
+    same_field = [e for e in errors if _location(e)[:len(field)] == field]
+    error = next((e for e in same_field if not str(e.get("type", "")).endswith("_type")), error)
+    loc = ([prefix] if prefix else []) + _location(error)
     param = ".".join(loc) or None
     message = error.get("msg", "Invalid value.")
     if message.startswith("Value error, "):
@@ -117,6 +124,12 @@ def _describe(exc: pydantic.ValidationError) -> tuple[str, str | None]:
     return f"Invalid '{param}': {message}." if param else f"{message}.", param
 
 
+def _location(error: Any) -> list[str]:
+    return [str(part) for part in error.get("loc", ()) if not _is_union_tag(part)]
+
+
 def _is_union_tag(part: Any) -> bool:
-    # pydantic inserts union member names ("str", "list[str]", "function-after[...]") into error locations.
-    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part)
+    # pydantic inserts union member names ("str", "list[str]", "function-after[...]", "constrained-str") into
+    # error locations.
+    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part
+                                      or part.startswith("constrained-"))

@@ -8,20 +8,30 @@ attribute pairs, keys of 1–64 characters, string values of at most 512 charact
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from pydantic import AfterValidator
 
 __all__ = [
+    "FILE_PURPOSES",
     "MAX_KEY_CHARS",
     "MAX_PAIRS",
     "MAX_VALUE_CHARS",
     "Attributes",
+    "BatchStatus",
     "ErrorBody",
     "FileCounts",
+    "FilePurpose",
+    "FileSearchResult",
     "FileStatus",
+    "ItemStatus",
     "LastError",
     "Metadata",
+    "ResponseStatus",
+    "StaticChunking",
+    "StaticChunkingStrategy",
+    "UploadStatus",
+    "VectorStoreStatus",
     "check_pairs",
 ]
 
@@ -30,8 +40,23 @@ MAX_PAIRS = 16
 MAX_KEY_CHARS = 64
 MAX_VALUE_CHARS = 512
 
+# The purposes a file (or an upload) may be created with: OpenAI's Files API enum; the SDK's vector-store helpers
+# use "assistants".
+FilePurpose = Literal["assistants", "batch", "fine-tune", "vision", "user_data", "evals"]
+FILE_PURPOSES: tuple[FilePurpose, ...] = get_args(FilePurpose)
 # A vector-store file's status (OpenAI's ``vector_store.file.status``).
 FileStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+# A file batch's status (``vector_store.files_batch.status``).
+BatchStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+# A vector store's status (``vector_store.status``).
+VectorStoreStatus = Literal["expired", "in_progress", "completed"]
+# An upload's status (``upload.status``).
+UploadStatus = Literal["pending", "completed", "cancelled", "expired"]
+# A response's status (``response.status``); Engram produces in_progress, completed, incomplete and failed.
+ResponseStatus = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]
+# A response output item's status: messages and function calls are in_progress/completed/incomplete, a
+# file_search_call also searching/failed.
+ItemStatus = Literal["in_progress", "searching", "completed", "incomplete", "failed"]
 
 
 class LastError(TypedDict):
@@ -50,6 +75,33 @@ class FileCounts(TypedDict):
     failed: int
     cancelled: int
     total: int
+
+
+class StaticChunking(TypedDict):
+    """The ``static`` member of a chunking strategy: sizes in the embedder's tokens."""
+
+    max_chunk_size_tokens: int
+    chunk_overlap_tokens: int
+
+
+class StaticChunkingStrategy(TypedDict):
+    """``chunking_strategy`` as a vector-store file records and returns it: ``{"type": "static", "static": {...}}``
+    (a requested ``auto`` is reported resolved)."""
+
+    type: Literal["static"]
+    static: StaticChunking
+
+
+class FileSearchResult(TypedDict):
+    """One entry of a ``file_search_call``'s ``results``: the file, its name, the relevance ``score`` (0–1), the
+    chunk ``text`` and the file's ``attributes``. Engram's own search fills every field; a result replayed by a
+    client (a previous output sent back as input) may carry None for any of them."""
+
+    file_id: str | None
+    filename: str | None
+    score: float | None
+    text: str | None
+    attributes: dict[str, Any] | None
 
 
 class ErrorBody(TypedDict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 import typer
 from rich.console import Console
@@ -26,8 +26,27 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def _ts(value: Any) -> int | None:
+def _ts(value: datetime | None) -> int | None:
     return int(value.timestamp()) if value is not None else None
+
+
+class JobRow(TypedDict):
+    """One line of ``engram jobs list`` (``--json`` prints a list of them): the job's table row and, per scope it
+    ran for, its last run (times in Unix seconds; all None for a job never run)."""
+
+    job: str
+    lane: str
+    cadence_s: float
+    budget_s: float
+    description: str
+    scope: str | None
+    last_started_at: int | None
+    last_finished_at: int | None
+    last_status: str | None
+    last_counts: dict[str, int] | None
+    last_error: str | None
+    due_at: int | None
+    running: bool
 
 
 @app.command("list")
@@ -39,11 +58,12 @@ def list_jobs(as_json: bool = typer.Option(False, "--json", help="Print the jobs
     with deps.connect() as conn:
         states = store.states(conn)
     by_job: dict[str, list[store.JobState]] = {}
-    for state in states:
-        by_job.setdefault(state.job, []).append(state)
-    rows = []
+    for found in states:
+        by_job.setdefault(found.job, []).append(found)
+    rows: list[JobRow] = []
     for job in JOBS:
-        for state in by_job.get(job.name) or [None]:
+        scopes: list[store.JobState | None] = [*by_job.get(job.name, [])] or [None]
+        for state in scopes:
             rows.append({
                 "job": job.name, "lane": job.lane, "cadence_s": job.cadence_s, "budget_s": job.budget_s,
                 "description": job.description, "scope": state.scope if state else None,

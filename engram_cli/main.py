@@ -23,19 +23,40 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import jobs_cli, service
+from engram_cli import agents_cli, conversations_cli, jobs_cli, memory_cli, service, stores_cli, tenants_cli
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 
-@app.callback()
-def _everywhere() -> None:
+HEADLESS_STORE = "default"
+
+
+@app.callback(invoke_without_command=True)
+def _everywhere(ctx: typer.Context,
+                add_to_vector_store: list[Path] = typer.Option(
+                    None, "--add-to-vector-store", help=f"Alias: engram ingest PATH --store {HEADLESS_STORE}."),
+                query_vector_store: str | None = typer.Option(
+                    None, "--query-vector-store", help=f"Alias: engram search QUERY --store {HEADLESS_STORE}."),
+                vector_store_stats: bool = typer.Option(False, "--vector-store-stats",
+                                                        help="Seed 004 alias: engram stats.")) -> None:
     """Log lines go to stderr: stdout is the commands' output (``--json`` readers parse it)."""
     from chalicelib import observability
 
     observability.log_to_stderr()
+    if ctx.invoked_subcommand is not None:
+        return
+    if add_to_vector_store:
+        ctx.invoke(ingest, paths=add_to_vector_store, store=HEADLESS_STORE, max_chunk_tokens=None,
+                   overlap_tokens=None, force=False, as_json=False)
+    elif query_vector_store is not None:
+        ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
+                   as_json=False)
+    elif vector_store_stats:
+        ctx.invoke(stats, as_json=False)
+    else:
+        console.print(ctx.get_help())
 console = Console()
 err_console = Console(stderr=True)
 
@@ -120,24 +141,10 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
 
 
 @app.command()
-def stores(as_json: bool = typer.Option(False, "--json")) -> None:
-    """List the tenant's vector stores."""
-    with deps.connect() as conn:
-        rows = service.stats(conn)["stores"]
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    table = Table(title=f"Vector stores of tenant {settings().tenant!r}")
-    for column in ("id", "name", "files", "chunks", "model"):
-        table.add_column(column)
-    for s in rows:
-        table.add_row(s["id"], s["name"] or "", str(s["files"]["total"]), str(s["chunks"]), s["embedding_model"])
-    console.print(table)
-
-
-@app.command()
 def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension; drop-folder errors."""
+    """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; drop-folder
+    errors (the tenant's, and those of objects no tenant owns — a key outside any tenant's prefix — each
+    labelled)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
@@ -147,16 +154,19 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         print(json.dumps(data, indent=2))
         return
     table = Table(title=f"Engram stats — tenant {data['tenant']!r}")
-    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding"):
+    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding", "shared"):
         table.add_column(column)
     for s in data["stores"]:
         f = s["files"]
         table.add_row(f"{s['name'] or ''} ({s['id']})", str(f["completed"]), str(f["in_progress"]), str(f["failed"]),
-                      str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)")
+                      str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)",
+                      "yes" if s["shared"] else "")
     console.print(table)
     for e in data["drop_errors"]:
-        console.print(f"[red]drop error[/] s3://{escape(e['bucket'])}/{escape(e['key'])}: {e['code']}: "
-                      f"{escape(e['message'])}")
+        owner = f"tenant {e['tenant']!r}" if e["tenant"] == data["tenant"] else (
+            f"unknown tenant {e['tenant']!r}" if e["tenant"] else "no tenant")
+        console.print(f"[red]drop error[/] ({escape(owner)}) s3://{escape(e['bucket'])}/{escape(e['key'])}: "
+                      f"{e['code']}: {escape(e['message'])}")
 
 
 @app.command()
@@ -330,12 +340,13 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
     from engram_cli.local import run
 
     state = run.attach_to_running(settings().data_dir)
+    configured_bucket = settings().bucket
     if state is not None:
         s3, bucket = state.client("s3"), state.bucket
         with deps.connect() as conn:  # locally the CLI administers its database: the tenant exists, as ingest does
             vector_stores.ensure_tenant(conn, tenant or settings().tenant)
-    elif settings().bucket:
-        s3, bucket = boto3.client("s3", region_name=settings().aws_region), settings().bucket
+    elif configured_bucket:
+        s3, bucket = boto3.client("s3", region_name=settings().aws_region), configured_bucket
     else:
         err_console.print("[bold red]error[/]: no local stack is running (start `engram serve`) and ENGRAM_BUCKET "
                           "is unset")
@@ -347,27 +358,44 @@ def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or fol
 
 
 @app.command()
-def redrive(queue: str = typer.Option("all", "--queue", "-q", help="ingest | embed | all")) -> None:
+def redrive(queue: str = typer.Option("all", "--queue", "-q",
+                                      help="A queue's role (ingest, embed, memory: see the message table) or all.")
+            ) -> None:
     """Move the messages of the dead-letter queues back to their source queues, unchanged: the running local
-    stack's, else the AWS queues named by ENGRAM_INGEST_QUEUE / ENGRAM_EMBED_QUEUE (or the default names)."""
+    stack's, else the AWS queues named by ENGRAM_INGEST_QUEUE, ENGRAM_EMBED_QUEUE, ENGRAM_MEMORY_QUEUE ... (or the
+    default names)."""
     import boto3
 
+    from chalicelib.dispatch.table import QUEUES
     from engram_cli.local import redrive as redriver
     from engram_cli.local import run
 
-    if queue not in ("ingest", "embed", "all"):
-        err_console.print("[bold red]error[/]: --queue must be ingest, embed or all")
+    roles = [spec.role for spec in QUEUES]
+    if queue != "all" and queue not in roles:
+        err_console.print(f"[bold red]error[/]: --queue must be one of {', '.join(roles)} or all")
         raise typer.Exit(code=2)
     state = run.attach_to_running(settings().data_dir)
     sqs = state.client("sqs") if state else boto3.client("sqs", region_name=settings().aws_region)
-    configured = {"ingest": settings().ingest_queue, "embed": settings().embed_queue}
-    for role in (("ingest", "embed") if queue == "all" else (queue,)):
-        url = redriver.queue_url(sqs, configured[role] or run.queue_roles()[role])
-        moved = redriver.redrive(sqs, url)
-        console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
+    if state is not None:  # the local stack's queues (a stack may run without some of the table's)
+        targets = {role: state.queue_url(state.roles[role]) for role in roles if role in state.roles}
+    else:
+        targets = {spec.role: redriver.queue_url(sqs, spec.configured(settings()) or spec.name) for spec in QUEUES
+                   if queue in ("all", spec.role)}
+    if queue != "all" and queue not in targets:
+        err_console.print(f"[bold red]error[/]: the local stack has no {queue} queue")
+        raise typer.Exit(code=2)
+    for role, url in targets.items():
+        if queue in ("all", role):
+            moved = redriver.redrive(sqs, url)
+            console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
 
+app.add_typer(stores_cli.app, name="stores")
 app.add_typer(jobs_cli.app, name="jobs")
+app.add_typer(memory_cli.app, name="memory")
+app.add_typer(agents_cli.app, name="agents")
+app.add_typer(tenants_cli.app, name="tenants")
+app.add_typer(conversations_cli.app, name="conversations")
 
 keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
                        no_args_is_help=True)

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chalicelib import deps
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from engram_cli.local.scheduler import LocalScheduler
+
+if TYPE_CHECKING:
+    from chalice.local import LocalDevServer
+
+    from chalicelib.dispatch.local import LocalDispatcher
 
 
 @dataclass
@@ -25,10 +30,10 @@ class RunningServer:
     url: str
     host: str
     port: int
-    _server: object
+    _server: LocalDevServer
     _thread: threading.Thread
     _scheduler: LocalScheduler | None
-    _dispatcher: Any = None
+    _dispatcher: LocalDispatcher | None = None
 
     def stop(self) -> None:
         """Stop accepting requests and the scheduler, let the background dispatcher finish, close the pools."""
@@ -61,7 +66,9 @@ def _request_handler_cls():
         def do_POST(self) -> None:
             # Chalice's local gateway buffers whole answers; a streamed Responses request goes to the streaming
             # front instead (events written as they are produced, chunked), everything else on through Chalice.
-            length = int(self.headers.get("content-length") or 0)
+            length = self._content_length()
+            if length is None:
+                return
             body = self.rfile.read(length) if length > 0 else b""
             if streaming_front.wants_stream(self.command, self.path, body):
                 self._stream(streaming_front.handle(self.command, self.path, dict(self.headers), body))
@@ -69,11 +76,54 @@ def _request_handler_cls():
             self._buffered_body = body
             self._generic_handle()
 
+        def _generic_handle(self) -> None:
+            if self._buffered_body is None and self.command != "POST":
+                length = self._content_length()
+                if length is None:
+                    return
+                self._buffered_body = self.rfile.read(length) if length > 0 else b""
+            super()._generic_handle()
+
+        do_GET = do_PUT = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
+
         def _parse_payload(self):
             if self._buffered_body is None:
                 return super()._parse_payload()
             body, self._buffered_body = self._buffered_body, None
             return dict(self.headers), body or None
+
+        def _content_length(self) -> int | None:
+            """The request's Content-Length, or None after answering 400 for one that is not a number ≥ 0."""
+            raw = (self.headers.get("content-length") or "0").strip()
+            if raw.isdigit():
+                return int(raw)
+            self.close_connection = True
+            self._envelope(400, "The Content-Length header must be a non-negative integer.")
+            return None
+
+        def _envelope(self, status: int, message: str) -> None:
+            body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+            super()._send_http_response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
+
+        def _send_http_response(self, code, headers, body) -> None:
+            # Chalice answers a known path with another method 405; API Gateway (and OpenAI) answer an unknown
+            # method like an unknown URL: 404 "Invalid URL" in the envelope.
+            if code == 405:
+                self._envelope(404, f"Invalid URL ({self.command} {self.path.split('?', 1)[0]})")
+                return
+            super()._send_http_response(code, headers, body)
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            # http.server's own errors (a garbage request line, an unknown method, a header block too long) in
+            # OpenAI's envelope, as 400s: they are the client's.
+            self.close_connection = True
+            if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":  # unparsable: answer in HTTP/1.0
+                self.request_version = "HTTP/1.0"
+            status = 400 if code in (400, 501) else code
+            try:
+                self._envelope(status, message or "Bad request.")
+            except OSError:
+                pass
 
         def _stream(self, response: streaming_front.FrontResponse) -> None:
             self.send_response(response.status)

@@ -46,8 +46,8 @@ def open_store(conn: psycopg.Connection, name: str) -> vector_stores.VectorStore
     return vector_stores.find_or_create(conn, settings().tenant, name, model=embedder.model, dim=embedder.dimension)
 
 
-def _existing_store(conn: psycopg.Connection, name: str) -> vector_stores.VectorStore:
-    store = vector_stores.find(conn, settings().tenant, name)
+def _existing_store(conn: psycopg.Connection, name: str, *, shared: bool = False) -> vector_stores.VectorStore:
+    store = vector_stores.find(conn, settings().tenant, name, shared=shared)
     if store is None:
         raise NotFoundError(f"No vector store named or with id {name!r}. Run `engram stores` to list them.",
                             param="store")
@@ -62,13 +62,14 @@ def ingest_path(conn: psycopg.Connection, store: vector_stores.VectorStore, path
 
 
 def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters: Any, mode: str) -> list[SearchHit]:
-    """Hybrid (or vector-only / keyword-only) search of one store."""
+    """Hybrid (or vector-only / keyword-only) search of one store: the tenant's (by name or id) or a shared one
+    (by id)."""
     from chalicelib.errors import InvalidRequestError
 
     if mode not in _MODES:
         raise InvalidRequestError(f"mode must be one of {', '.join(_MODES)}.", param="mode")
     embedding_weight, text_weight = _MODES[mode]
-    target = _existing_store(conn, store)
+    target = _existing_store(conn, store, shared=True)
     return run_search(conn, settings().tenant, [target], query, embedder=deps.embedder(), settings=settings(),
                       limit=k, filters=filters, max_results=MAX_RESULTS_API,
                       ranking=RankingOptions(embedding_weight=embedding_weight, text_weight=text_weight))
@@ -76,7 +77,7 @@ def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters:
 
 def stats(conn: psycopg.Connection) -> dict[str, Any]:
     """``{"tenant", "stores": [{id, name, embedding_model, embedding_dim, files: {status: n, total}, chunks,
-    usage_bytes}]}``."""
+    usage_bytes, created_at, shared, shared_at, shared_by}]}`` (times in Unix seconds)."""
     tenant = settings().tenant
     out = []
     for store in vector_stores.list_all(conn, tenant):
@@ -86,8 +87,15 @@ def stats(conn: psycopg.Connection) -> dict[str, Any]:
         counts["total"] = sum(counts.values())
         out.append({"id": store.id, "name": store.name, "embedding_model": store.embedding_model,
                     "embedding_dim": store.embedding_dim, "files": counts, "chunks": store.chunk_count,
-                    "usage_bytes": store.usage_bytes, "created_at": int(store.created_at.timestamp())})
+                    "usage_bytes": store.usage_bytes, "created_at": int(store.created_at.timestamp()),
+                    **sharing(store)})
     return {"tenant": tenant, "stores": out}
+
+
+def sharing(store: vector_stores.VectorStore) -> dict[str, Any]:
+    """``{"shared": bool, "shared_at": Unix seconds or None, "shared_by": str or None}`` of a store."""
+    return {"shared": store.shared, "shared_by": store.shared_by,
+            "shared_at": int(store.shared_at.timestamp()) if store.shared_at is not None else None}
 
 
 def delete(conn: psycopg.Connection, store: str, file: str | None) -> None:

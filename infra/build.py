@@ -55,6 +55,10 @@ CHALICE_TIMEOUT_S = 300
 # Every function in the VPC needs the ENI actions, which support no resource scoping.
 ENI_POLICY = "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaENIManagementAccess"
 MODEL_ARN = "arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/${{{parameter}}}"
+# AWS: a Lambda event source queue's visibility timeout should be at least six times the function's timeout
+# ("Configuring an Amazon SQS queue to use with Lambda", Lambda developer guide).
+VISIBILITY_PER_TIMEOUT = 6
+DLQ_RETENTION_S = 14 * 24 * 3600  # the SQS maximum: time to fix the cause and `engram redrive`
 
 
 def stage(dest: Path) -> Path:
@@ -102,7 +106,7 @@ def synthesize(out: Path, *, work: Path | None = None) -> Path:
         template = yaml.safe_load((packaged / "sam.yaml").read_text())
         shutil.copy2(packaged / CODE_ZIP, out / CODE_ZIP)
     template["Resources"]["DatabaseMigration"]["Properties"]["Migrations"] = migration_versions()
-    add_lanes(template)
+    add_generated(template)
     path = out / TEMPLATE_NAME
     path.write_text(json.dumps(template, indent=1) + "\n")
     return path
@@ -110,52 +114,122 @@ def synthesize(out: Path, *, work: Path | None = None) -> Path:
 
 def lane_resources() -> dict[str, dict[str, Any]]:
     """What each lane of the jobs table (:data:`chalicelib.jobs.table.LANES`) needs beyond the function Chalice
-    generates for its schedule: the function's role and log group, and that role (its log group, the DSN secret, the
-    ENI policy every VPC function has, and the AWS access the lane ``needs``: ``bucket``, ``queues``, ``models``).
+    generates for its schedule: the function's role and log group (:func:`function_resources`).
     ``{logical id: resource}``; the function entries hold only the properties merged into Chalice's."""
-    from chalice.utils import to_cfn_resource_name
-
-    from chalicelib.dispatch.table import QUEUES
     from chalicelib.jobs.table import LANES
 
     out: dict[str, dict[str, Any]] = {}
     for lane in LANES:
-        name = to_cfn_resource_name(lane.name)
-        role, logs = f"{name}FunctionRole", f"{name}LogGroup"
-        out[name] = {"Properties": {"Role": {"Fn::GetAtt": [role, "Arn"]},
-                                    "LoggingConfig": {"LogGroup": {"Ref": logs}, "LogFormat": "Text"}}}
-        out[logs] = {"Type": "AWS::Logs::LogGroup", "Properties": {
-            "LogGroupName": {"Fn::Sub": "/aws/lambda/${AWS::StackName}/" + lane.name.replace("_", "-")},
-            "RetentionInDays": {"Ref": "LogRetentionDays"}}}
-        statements: list[dict[str, Any]] = [
-            {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": {"Fn::GetAtt": [logs, "Arn"]}},
-            {"Sid": "DatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-             "Resource": {"Ref": "DatabaseSecret"}},
-        ]
-        if "bucket" in lane.needs:
-            statements += [
-                {"Sid": "Bucket", "Effect": "Allow",
-                 "Action": ["s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                 "Resource": {"Fn::Sub": "${DropBucket.Arn}/*"}},
-                {"Sid": "ListBucket", "Effect": "Allow", "Action": "s3:ListBucket",
-                 "Resource": {"Fn::GetAtt": ["DropBucket", "Arn"]}}]
-        if "queues" in lane.needs:
-            statements.append({"Sid": "SendToQueues", "Effect": "Allow",
-                               "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
-                               "Resource": [{"Fn::GetAtt": [queue_resource(q.role), "Arn"]} for q in QUEUES]})
-        if "models" in lane.needs:
+        out.update(function_resources(lane.name, lane.needs))
+    return out
+
+
+def queue_resources() -> dict[str, dict[str, Any]]:
+    """Every queue of the message table (:data:`chalicelib.dispatch.table.QUEUES`) and what its consumer needs
+    beyond the function Chalice generates for it: the queue (``<stack>-<role>``, SSE-SQS, visibility timeout six
+    times the consumer's timeout, redrive to its dead-letter queue after ``MaxReceiveCount`` receives), the
+    dead-letter queue (``<stack>-<role>-dlq``, 14 days' retention), and the consumer's event source (its queue,
+    ``ReportBatchItemFailures``, ``MaximumConcurrency``), role and log group (:func:`function_resources`, plus
+    consuming its queue). ``{logical id: resource}``; the function entries hold only what is merged into
+    Chalice's."""
+    from chalice.utils import to_cfn_resource_name
+
+    from chalicelib.dispatch.table import QUEUES
+
+    out: dict[str, dict[str, Any]] = {}
+    for spec in QUEUES:
+        queue, dlq = queue_resource(spec.role), dead_letter_resource(spec.role)
+        out[dlq] = {"Type": "AWS::SQS::Queue", "Properties": {
+            "QueueName": {"Fn::Sub": "${AWS::StackName}-" + spec.role + "-dlq"},
+            "MessageRetentionPeriod": DLQ_RETENTION_S, "SqsManagedSseEnabled": True}}
+        out[queue] = {"Type": "AWS::SQS::Queue", "Properties": {
+            "QueueName": {"Fn::Sub": "${AWS::StackName}-" + spec.role},
+            "VisibilityTimeout": VISIBILITY_PER_TIMEOUT * spec.timeout_s,
+            # SSE-SQS rather than a KMS key: S3 notifications can deliver to it (an AWS-managed key could not).
+            "SqsManagedSseEnabled": True,
+            "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]},
+                              "maxReceiveCount": {"Ref": "MaxReceiveCount"}}}}
+        consume = {"Sid": "ConsumeQueue", "Effect": "Allow",
+                   "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+                              "sqs:ChangeMessageVisibility"],
+                   "Resource": {"Fn::GetAtt": [queue, "Arn"]}}
+        resources = function_resources(spec.function, spec.needs, first=[consume])
+        name = to_cfn_resource_name(spec.function)
+        resources[name]["Properties"]["Events"] = {f"{name}SqsEventSource": {"Properties": {
+            "Queue": {"Fn::GetAtt": [queue, "Arn"]},  # the queue created here (Chalice's names it by ARN)
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "ScalingConfig": {"MaximumConcurrency": spec.max_concurrency}}}}
+        out.update(resources)
+    return out
+
+
+def function_resources(function: str, needs: frozenset[str], *,
+                       first: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The role and log group of the Chalice function ``function`` (an ``app.py`` handler name), and the
+    properties merged into it (``Role``, ``LoggingConfig``). The role may write its log group, read the DSN secret,
+    use the ENI policy every VPC function has, do what the ``first`` statements allow, and what ``needs`` names:
+
+    - ``bucket``: read, delete and list the drop bucket; ``read_bucket``: read and list it (a missing key then
+      reads as 404, not 403);
+    - ``queues``: send to every queue; ``queue:<role>``: send to that one;
+    - ``models``: invoke (and stream) the ``EmbeddingModel`` and ``ChatModel`` foundation models;
+      ``embedding_model``: invoke the embedding model only.
+
+    Raises:
+        ValueError: an unknown need (a typo in the jobs or message table).
+    """
+    from chalice.utils import to_cfn_resource_name
+
+    from chalicelib.dispatch.table import QUEUES
+
+    name = to_cfn_resource_name(function)
+    role, logs = f"{name}FunctionRole", f"{name}LogGroup"
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": {"Fn::GetAtt": [logs, "Arn"]}},
+        {"Sid": "DatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+         "Resource": {"Ref": "DatabaseSecret"}},
+        *(first or []),
+    ]
+    list_bucket = {"Sid": "ListBucket", "Effect": "Allow", "Action": "s3:ListBucket",
+                   "Resource": {"Fn::GetAtt": ["DropBucket", "Arn"]}}
+    sends = [q.role for q in QUEUES] if "queues" in needs else []
+    for need in sorted(needs):
+        if need == "bucket":
+            statements += [{"Sid": "Bucket", "Effect": "Allow",
+                            "Action": ["s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                            "Resource": {"Fn::Sub": "${DropBucket.Arn}/*"}}, list_bucket]
+        elif need == "read_bucket":
+            statements += [{"Sid": "ReadBucket", "Effect": "Allow", "Action": "s3:GetObject",
+                            "Resource": {"Fn::Sub": "${DropBucket.Arn}/*"}}, list_bucket]
+        elif need.startswith("queue:") and need.removeprefix("queue:") in {q.role for q in QUEUES}:
+            sends.append(need.removeprefix("queue:"))
+        elif need == "models":
             statements.append({"Sid": "InvokeModels", "Effect": "Allow",
                                "Action": ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
                                "Resource": [{"Fn::Sub": MODEL_ARN.format(parameter=p)}
                                             for p in ("EmbeddingModel", "ChatModel")]})
-        out[role] = {"Type": "AWS::IAM::Role", "Properties": {
+        elif need == "embedding_model":
+            statements.append({"Sid": "InvokeEmbeddingModel", "Effect": "Allow", "Action": "bedrock:InvokeModel",
+                               "Resource": {"Fn::Sub": MODEL_ARN.format(parameter="EmbeddingModel")}})
+        elif need != "queues":
+            raise ValueError(f"{function}: unknown need {need!r}")
+    if sends:
+        statements.append({"Sid": "SendToQueues", "Effect": "Allow", "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                           "Resource": [{"Fn::GetAtt": [queue_resource(r), "Arn"]} for r in dict.fromkeys(sends)]})
+    return {
+        name: {"Properties": {"Role": {"Fn::GetAtt": [role, "Arn"]},
+                              "LoggingConfig": {"LogGroup": {"Ref": logs}, "LogFormat": "Text"}}},
+        logs: {"Type": "AWS::Logs::LogGroup", "Properties": {
+            "LogGroupName": {"Fn::Sub": "/aws/lambda/${AWS::StackName}/" + function.replace("_", "-")},
+            "RetentionInDays": {"Ref": "LogRetentionDays"}}},
+        role: {"Type": "AWS::IAM::Role", "Properties": {
             "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
             "ManagedPolicyArns": [{"Fn::Sub": ENI_POLICY}],
-            "Policies": [{"PolicyName": f"engram-{lane.name.replace('_', '-')}",
-                          "PolicyDocument": {"Version": "2012-10-17", "Statement": statements}}]}}
-    return out
+            "Policies": [{"PolicyName": f"engram-{function.replace('_', '-')}",
+                          "PolicyDocument": {"Version": "2012-10-17", "Statement": statements}}]}},
+    }
 
 
 def queue_resource(role: str) -> str:
@@ -163,18 +237,51 @@ def queue_resource(role: str) -> str:
     return f"{role.title()}Queue"
 
 
-def add_lanes(template: dict[str, Any]) -> None:
-    """Merge :func:`lane_resources` into a synthesized ``template`` (in place).
+def dead_letter_resource(role: str) -> str:
+    """The template's logical id of the dead-letter queue of the queue with ``role`` (``IngestDeadLetterQueue``)."""
+    return f"{role.title()}DeadLetterQueue"
+
+
+def add_generated(template: dict[str, Any]) -> None:
+    """Merge :func:`queue_resources` and :func:`lane_resources` into a synthesized ``template`` (in place), and
+    for every queue its ``ENGRAM_<ROLE>_QUEUE`` in every function's environment (its URL) and the outputs
+    ``<Role>QueueUrl`` and ``<Role>DeadLetterQueueUrl``.
 
     Raises:
-        KeyError: Chalice generated no function for a lane (``app.py`` and the jobs table disagree).
+        KeyError: Chalice generated no function for a lane or a queue (``app.py`` and the tables disagree).
     """
+    from chalicelib.dispatch.table import QUEUES
+
     resources = template["Resources"]
-    for logical_id, resource in lane_resources().items():
+    for logical_id, resource in {**queue_resources(), **lane_resources()}.items():
         if "Type" in resource:
             resources[logical_id] = resource
         else:
-            resources[logical_id]["Properties"].update(resource["Properties"])
+            _merge(resources[logical_id], resource)
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    outputs = template.setdefault("Outputs", {})
+    for spec in QUEUES:
+        queue, dlq = queue_resource(spec.role), dead_letter_resource(spec.role)
+        variables[spec.env] = {"Ref": queue}
+        outputs[f"{queue}Url"] = {"Value": {"Ref": queue}}
+        outputs[f"{dlq}Url"] = {"Value": {"Ref": dlq}}
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    """Deep-merge ``new`` into ``into`` as Chalice merges templates (dicts key by key, anything else replaced),
+    except that an intrinsic function (``{"Ref": …}``, ``{"Fn::…": …}``) is a value: it replaces whatever was
+    there (a ``Fn::GetAtt`` must not merge into Chalice's ``Fn::Sub``)."""
+    for key, value in new.items():
+        old = into.get(key)
+        if isinstance(value, dict) and isinstance(old, dict) and not _intrinsic(value) and not _intrinsic(old):
+            _merge(old, value)
+        else:
+            into[key] = value
+
+
+def _intrinsic(value: dict[str, Any]) -> bool:
+    """``value`` is a CloudFormation intrinsic function: one key, ``Ref`` or ``Fn::…``."""
+    return len(value) == 1 and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::"))
 
 
 def build_layer(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> Path:

@@ -94,3 +94,39 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         assert json.loads(vector_only.stdout)[0]["filename"] == "bm25.txt"
     finally:
         config.settings.cache_clear()
+
+
+def test_stores_share_and_unshare(cli, tmp_path, monkeypatch):
+    doc = tmp_path / "policy.txt"
+    doc.write_text("The shared travel policy caps hotel nights at ninety florins.")
+    cli("ingest", str(doc), "--store", "policies", "--json")
+    [store] = [s for s in json.loads(cli("stores", "--json")) if s["name"] == "policies"]
+    assert store["shared"] is False and store["shared_at"] is None and store["shared_by"] is None
+    assert "shared with every tenant" in cli("stores", "share", store["id"], "--by", "ops")
+    [shared] = [s for s in json.loads(cli("stores", "--json")) if s["id"] == store["id"]]
+    assert shared["shared"] is True and shared["shared_by"] == "ops" and shared["shared_at"] >= store["created_at"]
+    assert [s["shared"] for s in json.loads(cli("stats", "--json"))["stores"] if s["id"] == store["id"]] == [True]
+    listed = json.loads(cli("stores", "shared", "--json"))
+    assert [(s["id"], s["tenant_id"], s["shared_by"]) for s in listed] == [(store["id"], "cli-tests", "ops")]
+    assert "shared" in cli("stores") and "policies" in cli("stats")
+
+    # another tenant searches it by id, but cannot delete it or ingest into it
+    monkeypatch.setenv("ENGRAM_TENANT", "cli-other")
+    config.settings.cache_clear()
+    hits = json.loads(cli("search", "hotel nights", "--store", store["id"], "--json"))
+    assert hits[0]["filename"] == "policy.txt" and hits[0]["vector_store_id"] == store["id"]
+    for args in (["delete", "--store", store["id"], "--yes"], ["ingest", str(doc), "--store", store["id"]]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "read-only" in result.output, result.output
+
+    # unshared: gone for the other tenant, the owner's store as before
+    assert "no longer shared" in cli("stores", "unshare", store["id"])
+    result = CliRunner().invoke(app, ["search", "hotel nights", "--store", store["id"]])
+    assert result.exit_code == 2 and "No vector store" in result.output
+    assert json.loads(cli("stores", "shared", "--json")) == []
+    monkeypatch.setenv("ENGRAM_TENANT", "cli-tests")
+    config.settings.cache_clear()
+    [owned] = [s for s in json.loads(cli("stores", "--json")) if s["id"] == store["id"]]
+    assert owned["shared"] is False and owned["files"]["completed"] == 1
+    result = CliRunner().invoke(app, ["stores", "share", "vs_doesnotexist"])
+    assert result.exit_code == 2 and "No vector store" in result.output

@@ -13,7 +13,6 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -403,15 +402,75 @@ def test_build_embedder_options():
 
 def test_importing_embed_is_cheap():
     code = (
-        "import sys, chalicelib.embed, chalicelib.embed.local, chalicelib.embed.hashing;"
-        "heavy = ('torch', 'sentence_transformers', 'transformers', 'boto3', 'botocore');"
+        "import sys, chalicelib.embed, chalicelib.embed.local, chalicelib.embed.onnx_bert, chalicelib.embed.hashing;"
+        "heavy = ('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'onnx', 'numpy', 'tokenizers',"
+        " 'boto3', 'botocore');"
         "print([m for m in heavy if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.strip() == "[]"
 
 
+def _model_copy(tmp_path: Path, name: str, **pooling: bool) -> Path:
+    """A sentence-transformers folder named ``name`` whose files link to the bundled model's, with
+    ``1_Pooling/config.json`` changed by ``pooling`` (no model load)."""
+    from chalicelib.embed.local import default_model_path
+
+    source = default_model_path()
+    folder = tmp_path / name
+    (folder / "1_Pooling").mkdir(parents=True)
+    for item in source.iterdir():
+        if item.is_file():
+            (folder / item.name).symlink_to(item)
+    config = json.loads((source / "1_Pooling" / "config.json").read_text())
+    config.update(pooling)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_local_model_folder_by_path(tmp_path: Path):
+    folder = _model_copy(tmp_path, "my-minilm")
+    emb = build_embedder(dataclasses.replace(Settings(), embedding_provider="local", embedding_model=str(folder)))
+    assert (emb.model, emb.dimension, emb.max_input_tokens) == ("my-minilm", 384, 254)
+    with pytest.raises(UpstreamError, match="mean or CLS"):
+        build_embedder(dataclasses.replace(Settings(), embedding_provider="local", embedding_model=str(
+            _model_copy(tmp_path, "max-pooled", pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True))))
+
+
+def test_onnx_graph_refuses_non_bert(tmp_path: Path):
+    from chalicelib.embed.onnx_bert import build_graph
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    with pytest.raises(UpstreamError, match="roberta"):
+        build_graph(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 4,
+        "max_position_embeddings": 8}))
+    with pytest.raises(UpstreamError, match="model.safetensors"):
+        build_graph(tmp_path)
+
+
 # --------------------------------------------------------------------------------------------- local (slow)
+
+_SAMPLES = [
+    "Hello, world!",
+    "Tokenization of naïve café résumés — with ümlauts & emoji 🚀.",
+    "def f(x): return x ** 2  # code\n\tindented",
+    "日本語のテキストと中文文本",
+    "  leading and trailing spaces  ",
+    "",
+]
+
+
+def _dot(u: list[float], v: list[float]) -> float:
+    return sum(x * y for x, y in zip(u, v))
+
+
+def test_bundled_weights_are_the_recorded_ones():
+    from chalicelib.embed.local import BUNDLED_WEIGHTS_SHA256, default_model_path
+
+    digest = hashlib.sha256((default_model_path() / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == BUNDLED_WEIGHTS_SHA256
 
 
 @pytest.mark.slow
@@ -429,21 +488,13 @@ def test_local_model_real():
     )
     assert len(query) == 384
     assert math.sqrt(sum(x * x for x in query)) == pytest.approx(1.0, abs=1e-5)
-    dot: Callable[[list[float], list[float]], float] = lambda u, v: sum(x * y for x, y in zip(u, v))
-    assert dot(query, related) > dot(query, unrelated) + 0.2
+    assert _dot(query, related) > _dot(query, unrelated) + 0.2
 
-    # WordPieceTokenizer agrees with the tokenizer sentence-transformers actually uses (minus [CLS]/[SEP]).
-    st_tokenizer = emb._model.tokenizer
-    samples = [
-        "Hello, world!",
-        "Tokenization of naïve café résumés — with ümlauts & emoji 🚀.",
-        "def f(x): return x ** 2  # code\n\tindented",
-        "日本語のテキストと中文文本",
-        "word " * 300,
-    ]
-    for text in samples:
-        expected = len(st_tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
-        assert emb.tokenizer.count(text) == expected, text
+    # The chunker's count is the number of tokens the model reads, [CLS]/[SEP] aside, up to its limit.
+    for text in _SAMPLES + ["word " * 300]:
+        read = len(emb._encoder.encode(text).ids) - 2
+        assert read == min(emb.tokenizer.count(text), emb.max_input_tokens), text
+    assert emb.tokenizer.count("word " * 300) == 300
 
     # Tokens past 254 are dropped by the model: the tail does not change the vector; just before it, it does.
     prefix = "the " * 254
@@ -453,3 +504,48 @@ def test_local_model_real():
     short = "the " * 253
     c, d = emb.embed([short + "apple", short + "quantum"])
     assert c != pytest.approx(d, abs=1e-4)
+
+    # Order is kept whatever the lengths (inputs are sorted by length inside), and a text's vector depends only
+    # slightly on the batch it is in (activations are quantised per call, over the whole batch).
+    texts = [f"{'long ' * (i * 7)}text number {i}" for i in range(40)]
+    together = emb.embed(list(reversed(texts)))[::-1]
+    for text, vector in zip(texts[::9], together[::9]):
+        assert _dot(emb.embed([text])[0], vector) > 0.99
+
+
+@pytest.mark.slow
+def test_local_int8_stays_close_to_fp32():
+    from chalicelib.embed.local import LocalEmbedder
+
+    texts = [t for t in _SAMPLES if t] + ["Dietary fiber intake and the risk of colorectal cancer: a meta-analysis."]
+    int8, fp32 = LocalEmbedder().embed(texts), LocalEmbedder(quantize=False, batch_size=2).embed(texts)
+    assert min(_dot(u, v) for u, v in zip(int8, fp32)) > 0.99
+
+
+@pytest.mark.slow
+def test_loading_the_model_leaves_logging_alone():
+    code = (
+        "import logging; from chalicelib.embed.local import LocalEmbedder;"
+        "LocalEmbedder().embed(['x']); print(len(logging.getLogger().handlers))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert run.stdout.strip() == "0" and run.stderr == ""
+
+
+@pytest.mark.slow
+def test_local_model_agrees_with_the_torch_path():
+    """Same weights on sentence-transformers/torch (installed only with the ``compare`` extra)."""
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer
+
+    from chalicelib.embed.local import LocalEmbedder, default_model_path
+
+    emb = LocalEmbedder()
+    reference = SentenceTransformer(str(default_model_path()), device="cpu")
+    texts = [t for t in _SAMPLES if t] + ["word " * 300, "Statins and breast cancer survival in Finland."]
+    ours = emb.embed(texts)
+    theirs = reference.encode(texts, normalize_embeddings=True).tolist()
+    assert min(_dot(u, v) for u, v in zip(ours, theirs)) >= 0.99
+    for text in texts:
+        expected = len(reference.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+        assert emb.tokenizer.count(text) == expected, text

@@ -177,6 +177,27 @@ def test_exception_escaping_the_route_is_counted_and_reraised(capsys):
     assert line["error_type"] == "Teapot"
 
 
+def test_each_rendered_error_carries_its_own_request_id(capsys):
+    """Errors rendered by the error middleware get a fresh header dict each: the request id observability adds to
+    one response must not show up on the next."""
+    from chalicelib.api.middleware import render_errors
+    from chalicelib.errors import RateLimitError
+
+    app = Chalice(app_name="observability-errors-test")
+    app.register_middleware(observe, "http")
+    app.register_middleware(render_errors, "http")
+
+    @app.route("/limited")
+    def limited():
+        raise RateLimitError("slow down")
+
+    with Client(app) as client:
+        first = client.http.get("/limited", headers={"x-request-id": "req-a"})
+        second = client.http.get("/limited", headers={"x-request-id": "req-b"})
+    assert (first.status_code, second.status_code) == (429, 429)
+    assert (first.headers["x-request-id"], second.headers["x-request-id"]) == ("req-a", "req-b")
+
+
 def test_disabled_metrics_emit_no_emf_but_still_log(app, capsys):
     obs.configure(False)
     with Client(app) as client:

@@ -24,7 +24,7 @@ LAYERS = [
      "jobs.model"},
     {"embed", "chat", "store", "dispatch"},
     {"deps"},
-    {"search", "ingest", "responses"},
+    {"search", "ingest", "responses", "memory"},
     {"jobs", "events"},
     {"api"},
 ]
@@ -83,6 +83,9 @@ def test_queues_and_lanes_are_app_functions_with_their_config() -> None:
         assert sources[queue.function].queue == queue.name
         assert sources[queue.function].batch_size == queue.batch_size
     stage = json.loads((REPO / ".chalice" / "config.json").read_text())["stages"]["prod"]["lambda_functions"]
+    for queue in QUEUES:
+        assert stage[queue.function] == {"lambda_memory_size": queue.memory_mb,
+                                         "lambda_timeout": queue.timeout_s}, queue.function
     for row in LANES:
         assert stage[row.name] == {"lambda_memory_size": row.memory_mb, "lambda_timeout": row.timeout_s}, row.name
         rate = sources[row.name].schedule_expression.to_string()

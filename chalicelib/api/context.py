@@ -1,9 +1,9 @@
 """Who is calling, and the database connection a request works through.
 
-:func:`authenticate` (Chalice HTTP middleware) resolves ``Authorization: Bearer <key>`` to a tenant once per
-request; routes then use :func:`tenant_db`, a pooled connection acting as the row-level-security role for that
-tenant, and :func:`current_tenant` for their own ``WHERE tenant_id = ...``. Two walls: a route that forgot its
-tenant filter still cannot read another tenant's rows.
+:func:`authenticate` (Chalice HTTP middleware) resolves ``Authorization: Bearer <key>`` (or ``Token <key>``, the
+scheme mem0's clients send) to a tenant once per request; routes then use :func:`tenant_db`, a pooled connection
+acting as the row-level-security role for that tenant, and :func:`current_tenant` for their own
+``WHERE tenant_id = ...``. Two walls: a route that forgot its tenant filter still cannot read another tenant's rows.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from chalicelib.errors import AuthenticationError
 
 # Paths served without a key (liveness probes).
 PUBLIC_PATHS = frozenset({"/health"})
+# Authorization schemes carrying an API key (lower case): OpenAI's ``Bearer``, and ``Token``, which mem0's clients
+# send (``chalicelib.api.routes.mem0``). Both name the same keys.
+KEY_SCHEMES = frozenset({"bearer", "token"})
 # How long a resolved key is trusted without asking the database again, seconds. Bounds how long a revoked key
 # keeps working in a warm process.
 KEY_CACHE_TTL_S = 10.0
@@ -39,9 +42,10 @@ def _hint(secret: str) -> str:
 
 
 def resolve_tenant(authorization: str | None) -> str:
-    """The tenant an ``Authorization`` header value authenticates.
+    """The tenant an ``Authorization`` header value (``Bearer <key>`` or ``Token <key>``, see :data:`KEY_SCHEMES`)
+    authenticates.
 
-    In ``auth_mode = "dev"`` any bearer token maps to ``settings.tenant``; otherwise the key must be one created
+    In ``auth_mode = "dev"`` any key maps to ``settings.tenant``; otherwise the key must be one created
     with ``engram keys create`` and not revoked.
 
     Raises:
@@ -50,7 +54,7 @@ def resolve_tenant(authorization: str | None) -> str:
     config = deps.current_settings()
     scheme, _, secret = (authorization or "").strip().partition(" ")
     secret = secret.strip()
-    if scheme.lower() != "bearer" or not secret:
+    if scheme.lower() not in KEY_SCHEMES or not secret:
         raise AuthenticationError(_MISSING_KEY, code="missing_api_key" if not authorization else "invalid_api_key")
     if config.auth_mode == "dev":
         return config.tenant

@@ -29,7 +29,10 @@ _NO_RETRY = {"x-should-retry": "false"}
 
 def error_response(exc: EngramError) -> Response:
     """The HTTP response for a domain error (4xx other than 408/429 carry ``x-should-retry: false``)."""
-    headers = {**_JSON, **_NO_RETRY} if 400 <= exc.status < 500 and exc.status not in (408, 429) else _JSON
+    # A fresh dict per response: middleware adds headers to it (x-request-id), which must not leak into _JSON.
+    headers: dict[str, str | list[str]] = {**_JSON}
+    if 400 <= exc.status < 500 and exc.status not in (408, 429):
+        headers.update(_NO_RETRY)
     return Response(body=json.dumps(exc.to_dict()), status_code=exc.status, headers=headers)
 
 

@@ -6,12 +6,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib.memory.add_jobs import AddJob
+from chalicelib.memory.audit import AuditRow
+from chalicelib.memory.model import Memory
+from chalicelib.memory.recall import Hit
+from chalicelib.memory.store import HistoryRow
+from chalicelib.memory.write import AddResult
+from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile
 from chalicelib.store.batches import Batch
 from chalicelib.store.batches import status as batch_status
 from chalicelib.store.files import FileRow
 from chalicelib.store.vector_stores import VectorStore, is_expired
+from chalicelib.wire import FileCounts, VectorStoreStatus
 
 
 def unix(value: datetime | None) -> int | None:
@@ -34,9 +42,10 @@ def file_object(row: FileRow) -> dict[str, Any]:
     return body
 
 
-def vector_store_object(store: VectorStore, counts: dict[str, int]) -> dict[str, Any]:
+def vector_store_object(store: VectorStore, counts: FileCounts) -> dict[str, Any]:
     """A ``vector_store`` object; ``status`` is ``expired`` past ``expires_at``, ``in_progress`` while any file
     is, else ``completed``."""
+    status: VectorStoreStatus
     if is_expired(store, now()):
         status = "expired"
     elif counts["in_progress"]:
@@ -60,7 +69,7 @@ def store_file_object(row: StoreFile) -> dict[str, Any]:
             "chunking_strategy": row.chunking_strategy, "attributes": row.attributes}
 
 
-def batch_object(batch: Batch, counts: dict[str, int]) -> dict[str, Any]:
+def batch_object(batch: Batch, counts: FileCounts) -> dict[str, Any]:
     """A ``vector_store.files_batch`` object (note ``files_batch``: the SDK's Literal and the SPEC)."""
     return {"id": batch.id, "object": "vector_store.files_batch", "created_at": unix(batch.created_at),
             "vector_store_id": batch.vector_store_id, "status": batch_status(batch, counts), "file_counts": counts}
@@ -83,3 +92,64 @@ def search_page(queries: list[str], hits: list[SearchHit]) -> dict[str, Any]:
             "data": [{"file_id": h.file_id, "filename": h.filename, "score": h.score, "attributes": h.attributes,
                       "content": [{"type": "text", "text": h.text}]} for h in hits],
             "has_more": False, "next_page": None}
+
+
+def memory_object(memory: Memory, at: datetime | None = None) -> dict[str, Any]:
+    """A ``memory`` object: its text, scope, kind, scores in [0, 1], validity interval and lifecycle times (Unix
+    seconds); ``status`` at ``at`` (default now): ``active``, ``superseded``, ``invalidated``, ``consolidated``,
+    ``archived`` or ``expired``."""
+    return {"id": memory.id, "object": "memory", "memory": memory.memory, "user_id": memory.user_id,
+            "agent_id": memory.agent_id, "run_id": memory.run_id, "memory_type": memory.memory_type,
+            "categories": memory.categories, "metadata": memory.metadata, "confidence": round(memory.confidence, 6),
+            "importance": round(memory.importance, 6), "pinned": memory.pinned, "status": memory.status(at or now()),
+            "source": {"kind": memory.source_kind, "id": memory.source_id}, "hash": memory.hash,
+            "valid_from": unix(memory.valid_from), "valid_to": unix(memory.valid_to),
+            "superseded_by": memory.superseded_by, "invalidated_by": memory.invalidated_by,
+            "verified": memory.verified, "source_type": memory.source_type,
+            "consolidated_into": memory.consolidated_into,
+            "access_count": memory.access_count, "last_accessed_at": unix(memory.last_accessed_at),
+            "expires_at": unix(memory.expires_at), "archived_at": unix(memory.archived_at),
+            "created_at": unix(memory.created_at), "updated_at": unix(memory.updated_at)}
+
+
+def memory_search_page(query: str, hits: list[Hit]) -> dict[str, Any]:
+    """``memory.search_results``: the memories found, best first, each with ``score`` and ``score_details``."""
+    return {"object": "memory.search_results", "search_query": query,
+            "data": [{**memory_object(h.memory), "score": h.score, "score_details": h.details} for h in hits],
+            "has_more": False}
+
+
+def memory_add_result(result: AddResult) -> dict[str, Any]:
+    """``memory.add_result``: one entry per memory the add touched (``event`` ADD, UPDATE, INVALIDATE or NOOP,
+    with its ``id`` and text) and the token ``usage`` of every model call."""
+    return {"object": "memory.add_result", "results": [c.result() for c in result.changes],
+            "usage": result.usage_dict()}
+
+
+def memory_job_object(job: AddJob) -> dict[str, Any]:
+    """``memory.job``: an asynchronous add, its ``status`` and, when done, its ``results`` and ``usage``."""
+    return {"id": job.id, "object": "memory.job", "status": job.status, "user_id": job.user_id,
+            "agent_id": job.agent_id, "run_id": job.run_id, "results": job.results, "usage": job.usage,
+            "last_error": job.last_error, "attempts": job.attempts, "created_at": unix(job.created_at),
+            "completed_at": unix(job.completed_at)}
+
+
+def memory_history_entry(row: HistoryRow) -> dict[str, Any]:
+    """``memory.history``: one event of a memory (texts null once the memory was deleted)."""
+    return {"id": row.id, "object": "memory.history", "memory_id": row.memory_id, "event": row.event,
+            "old_memory": row.old_memory, "new_memory": row.new_memory, "actor": row.actor,
+            "details": row.details, "created_at": unix(row.created_at)}
+
+
+def agent_object(agent: Agent) -> dict[str, Any]:
+    """An ``agent`` profile (Engram extension)."""
+    return {"id": agent.id, "object": "agent", "name": agent.name, "model": agent.model,
+            "instructions": agent.instructions, "tools": agent.tools, "memory": agent.memory,
+            "metadata": agent.metadata, "created_at": unix(agent.created_at), "updated_at": unix(agent.updated_at)}
+
+
+def memory_audit_entry(row: AuditRow) -> dict[str, Any]:
+    """``memory.audit``: one lifecycle event (ids and counts, never text)."""
+    return {"id": row.id, "object": "memory.audit", "event": row.event, "entity_type": row.entity_type,
+            "entity_id": row.entity_id, "user_id": row.user_id, "agent_id": row.agent_id, "run_id": row.run_id,
+            "actor": row.actor, "details": row.details, "created_at": unix(row.created_at)}

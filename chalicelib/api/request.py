@@ -6,14 +6,16 @@ Every helper raises :class:`~chalicelib.errors.InvalidRequestError` (400, naming
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib import deps
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
 from chalicelib.validation import parse_json_object, validate
 
-__all__ = ["choice", "json_body", "page", "query", "raw_body", "validate"]
+__all__ = ["choice", "json_body", "page", "query", "raw_body", "repeated", "validate"]
+
+OptionT = TypeVar("OptionT", bound=str)
 
 
 def raw_body(request) -> bytes:
@@ -46,6 +48,15 @@ def json_body(request) -> dict[str, Any]:
 def query(request) -> dict[str, str]:
     """Query parameters, one value each (the last when repeated)."""
     return {k: v for k, v in (request.query_params or {}).items()}
+
+
+def repeated(request, name: str) -> list[str]:
+    """Every value of the query parameter ``name``, sent as ``name[]=a&name[]=b`` (the SDK's array format) or
+    ``name=a&name=b``, in order."""
+    params = request.query_params
+    if not params:
+        return []
+    return [value for key in (f"{name}[]", name) if key in params for value in params.getlist(key)]
 
 
 def page(params: dict[str, str], *, default_limit: int = 20, max_limit: int = 100, before: bool = True) -> Page:
@@ -85,8 +96,9 @@ def _cursor(params: dict[str, str], name: str) -> str | None:
     return value
 
 
-def choice(params: dict[str, str], name: str, allowed: tuple[str, ...]) -> str | None:
-    """The query parameter ``name`` if present, checked against ``allowed``.
+def choice(params: dict[str, str], name: str, allowed: tuple[OptionT, ...]) -> OptionT | None:
+    """The query parameter ``name`` if present, checked against ``allowed`` (typed as they are, e.g. a tuple of
+    a ``Literal``'s values).
 
     Raises:
         InvalidRequestError: a value outside ``allowed``.
@@ -94,7 +106,8 @@ def choice(params: dict[str, str], name: str, allowed: tuple[str, ...]) -> str |
     value = params.get(name)
     if value is None or value == "":
         return None
-    if value not in allowed:
-        raise InvalidRequestError(f"Invalid '{name}': expected one of {', '.join(allowed)}, got {value[:40]!r}.",
-                                  param=name, code="invalid_value")
-    return value
+    for option in allowed:
+        if value == option:
+            return option
+    raise InvalidRequestError(f"Invalid '{name}': expected one of {', '.join(allowed)}, got {value[:40]!r}.",
+                              param=name, code="invalid_value")

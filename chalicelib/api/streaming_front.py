@@ -96,7 +96,7 @@ def wants_stream(method: str, path: str, body: bytes) -> bool:
         return False
     try:
         payload = json.loads(body or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to decode: Chalice's path refuses it
         return False
     return isinstance(payload, dict) and payload.get("stream") is True
 
@@ -128,8 +128,9 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> F
     except EngramError as exc:
         rendered = error_response(exc)
         payload = rendered.body.encode("utf-8")
-        return FrontResponse(exc.status, [*rendered.headers.items(), ("Content-Length", str(len(payload)))],
-                             iter([payload]))
+        # error_response sets single-valued headers only (Chalice also allows lists of values).
+        pairs = [(name, value) for name, value in rendered.headers.items() if isinstance(value, str)]
+        return FrontResponse(exc.status, [*pairs, ("Content-Length", str(len(payload)))], iter([payload]))
     except Exception:  # a bug: logged, answered generically (never the exception text)
         logger.exception("streaming front failed on %s %s", method, route)
         return _json(500, {"error": {"message": _GENERIC, "type": "server_error", "param": None, "code": None}})
@@ -167,7 +168,7 @@ def _json(status: int, payload: Any) -> FrontResponse:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         payload = json.loads(body or b"null")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidRequestError("We could not parse the JSON body of your request. (HINT: This likely means you "
                                   "aren't using your HTTP library correctly.)") from exc
     if not isinstance(payload, dict):

@@ -156,9 +156,9 @@ def converse_kwargs(request: ChatRequest) -> dict[str, Any]:
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": blocks})
-    for message in messages:
-        if not message["content"]:
-            message["content"] = [{"text": " "}]  # Converse rejects empty content lists and blank text blocks
+    for turn in messages:
+        if not turn["content"]:
+            turn["content"] = [{"text": " "}]  # Converse rejects empty content lists and blank text blocks
     kwargs: dict[str, Any] = {"modelId": request.model, "messages": messages}
     if system:
         kwargs["system"] = system
@@ -213,9 +213,9 @@ class _translated:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or not isinstance(exc, Exception):
-            return False
+            return
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
@@ -242,7 +242,6 @@ class _translated:
                 f"Bedrock's stream for {self.model} stalled for over {self.timeout_s:g} s.") from exc
         if isinstance(exc, Urllib3Error):
             raise UpstreamError(f"Bedrock's stream for {self.model} broke off: {exc}") from exc
-        return False
 
 
 def _client_error(exc: Any, model: str) -> Exception:

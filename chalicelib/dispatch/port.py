@@ -48,7 +48,7 @@ def decode(body: str | dict[str, Any]) -> Message:
     data = body if isinstance(body, dict) else _json(body)
     kind = data.get("type")
     entry = table.MESSAGES.get(kind) if isinstance(kind, str) else None
-    if entry is None:
+    if not isinstance(kind, str) or entry is None:
         raise MessageError(f"unknown message type {kind!r}")
     if data.get("v", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise MessageError(f"{kind} message of unsupported version {data.get('v')!r}")

@@ -1,13 +1,15 @@
 """The message table: every queue and every kind of message, as data.
 
-A queue row says what AWS (``infra/``), the local moto stack, the event pump and ``app.py`` must agree on: its
-name and dead-letter queue, the setting that names it in a deployment, the Lambda function consuming it and that
-function's batching. A message row says which class a kind of message decodes into, which queue carries it, which
-function handles it and which records a final failure. Functions and classes are named by dotted path
-(``module:attribute``) and imported on first use, so reading the table costs nothing at a Lambda cold start and no
-module registers itself at import.
+A queue row says what AWS (``infra/``, which generates every queue, its dead-letter queue and its consumer's role
+from it), the local moto stack, the event pump and ``app.py`` must agree on: its name and dead-letter queue, the
+setting that names it in a deployment, the Lambda function consuming it, that function's batching, timeout, memory
+and AWS access (``.chalice/config.json`` sets the timeout and memory; tests fail when it disagrees). A message
+row says which class a kind of message decodes into, which queue carries it, which function handles it and which
+records a final failure. Functions and classes are named by dotted path (``module:attribute``) and imported on
+first use, so reading the table costs nothing at a Lambda cold start and no module registers itself at import.
 
-Adding a kind of message is one row here plus its handler.
+Adding a kind of message is one row here plus its handler; adding a queue is one row here plus its
+``.chalice/config.json`` entry (and the API role's permission to send to it, in ``infra/template.yaml``).
 """
 
 from __future__ import annotations
@@ -27,14 +29,24 @@ logger = logging.getLogger("engram.dispatch")
 
 @dataclass(frozen=True, slots=True)
 class QueueSpec:
-    """One SQS queue.
+    """One SQS queue and the Lambda function consuming it.
 
     Attributes:
         role: short name (``ingest``, ``embed``) used by the local stack and the CLI (``engram redrive --queue``).
-        name: the queue's name in AWS and in the local stack; ``dlq`` its dead-letter queue's.
+        name: the queue's name in AWS and in the local stack; ``dlq`` its dead-letter queue's. A stack deployed
+            as ``engram`` names them exactly so (``infra/`` builds ``<stack>-<role>`` and ``<stack>-<role>-dlq``).
         setting: the :class:`~chalicelib.config.Settings` field holding its name or URL in a deployment.
         function: the ``app.py`` handler (one Lambda function) that consumes it.
         batch_size: records per invocation; ``batching_window_s`` seconds Lambda may wait to fill a batch.
+        timeout_s: the consumer's Lambda timeout, seconds (``.chalice/config.json`` ``lambda_timeout`` must equal
+            it); the queue's visibility timeout is six times it (AWS: "Configuring an Amazon SQS queue to use
+            with Lambda").
+        memory_mb: the consumer's memory, MB (``lambda_memory_size``).
+        max_concurrency: at most this many concurrent invocations (the event source mapping's
+            ``ScalingConfig.MaximumConcurrency``): bounds database connections and model throttling.
+        needs: AWS access beyond consuming its queue and the database, as ``infra/`` grants it: ``read_bucket``
+            (read and list the drop bucket), ``queue:<role>`` (send to that queue), ``embedding_model`` (invoke
+            the embedding model), ``models`` (invoke the embedding and chat models, streaming too).
         s3_events: the drop bucket's notifications arrive on this queue too.
     """
 
@@ -44,7 +56,11 @@ class QueueSpec:
     setting: str
     function: str
     batch_size: int
+    timeout_s: int
+    memory_mb: int
     batching_window_s: int = 0
+    max_concurrency: int = 10
+    needs: frozenset[str] = frozenset()
     s3_events: bool = False
 
     @property
@@ -59,9 +75,15 @@ class QueueSpec:
 
 QUEUES: tuple[QueueSpec, ...] = (
     QueueSpec(role="ingest", name="engram-ingest", dlq="engram-ingest-dlq", setting="ingest_queue",
-              function="ingest", batch_size=10, batching_window_s=1, s3_events=True),
+              function="ingest", batch_size=10, batching_window_s=1, timeout_s=300, memory_mb=2048,
+              needs=frozenset({"read_bucket", "queue:embed"}), s3_events=True),
     QueueSpec(role="embed", name="engram-embed", dlq="engram-embed-dlq", setting="embed_queue",
-              function="embed", batch_size=4),
+              function="embed", batch_size=4, timeout_s=120, memory_mb=1024,
+              needs=frozenset({"read_bucket", "embedding_model"})),
+    # Asynchronous memory adds: each makes up to four model calls (seconds each, more with retries), so few per
+    # invocation and a timeout that outlasts a slow model.
+    QueueSpec(role="memory", name="engram-memory", dlq="engram-memory-dlq", setting="memory_queue",
+              function="memory", batch_size=2, timeout_s=300, memory_mb=1024, needs=frozenset({"models"})),
 )
 
 
@@ -87,6 +109,8 @@ MESSAGES: dict[str, MessageType] = {row.kind: row for row in (
                 handler="chalicelib.ingest.engine:handle_file", give_up="chalicelib.ingest.engine:give_up"),
     MessageType(kind="embed.batch", message="chalicelib.ingest.messages:BatchMessage", queue="embed",
                 handler="chalicelib.ingest.engine:handle_batch", give_up="chalicelib.ingest.engine:give_up"),
+    MessageType(kind="memory.add", message="chalicelib.memory.add_jobs:AddJobMessage", queue="memory",
+                handler="chalicelib.memory.add_jobs:handle_add", give_up="chalicelib.memory.add_jobs:give_up"),
 )}
 
 

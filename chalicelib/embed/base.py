@@ -19,18 +19,31 @@ class Tokenizer(Protocol):
 class Embedder(Protocol):
     """Turns texts into vectors.
 
-    Attributes:
-        model: model id recorded on each vector store (e.g. ``"all-MiniLM-L6-v2"``).
-        dimension: length of every vector returned.
-        max_input_tokens: tokens of content the model reads per input (special tokens excluded); text past
-            this is silently dropped by the model, so chunks must not exceed it.
-        tokenizer: counts tokens in the same units as ``max_input_tokens``.
+    The four attributes are read-only members (properties here): an implementation may hold them as plain
+    attributes of its own more specific types (a ``WordPieceTokenizer`` for ``tokenizer``) or compute them
+    lazily (``OpenAIEmbedder.dimension`` probes the service once); callers never assign them.
     """
 
-    model: str
-    dimension: int
-    max_input_tokens: int
-    tokenizer: Tokenizer
+    @property
+    def model(self) -> str:
+        """Model id recorded on each vector store (e.g. ``"all-MiniLM-L6-v2"``)."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector returned."""
+        ...
+
+    @property
+    def max_input_tokens(self) -> int:
+        """Tokens of content the model reads per input (special tokens excluded); text past this is silently
+        dropped by the model, so chunks must not exceed it."""
+        ...
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """Counts tokens in the same units as ``max_input_tokens``."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` (n strings) → n × ``dimension`` floats, L2-normalised, in input order.

@@ -9,14 +9,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.config import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 logger = logging.getLogger("engram.events")
 
 
-def process(event: dict[str, Any], record_handler: Callable[[Any], Any], context: Any = None) -> dict[str, Any]:
+def process(event: dict[str, Any], record_handler: Callable[[Any], Any],
+            context: Any = None) -> PartialItemFailureResponse:
     """Run ``record_handler`` on every record of the Lambda SQS ``event`` (a dict); returns the partial-batch
     response. A record whose handler raises is reported failed (and logged); the others succeed. An entirely
     failed batch is answered the same way (not raised), so Lambda and the local pump treat both alike."""

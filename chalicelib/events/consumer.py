@@ -7,33 +7,54 @@ messages, run through the message table (:func:`chalicelib.dispatch.table.handle
 in ``batchItemFailures`` and comes back after the visibility timeout; when its last allowed receive fails
 (``Settings.max_receives``), the failure is recorded first (the file shows ``last_error``, or a ``drop_errors`` row
 is left) and SQS moves it to the queue's dead-letter queue.
+
+The batch is acknowledged as a whole (Lambda deletes its succeeded records when the handler returns), so it is made
+durable as a whole: the records' commits do not wait for the disk, one flush at the end does
+(:func:`chalicelib.store.db.deferred_durability`), and then the follow-up messages the records sent are sent
+together (:class:`chalicelib.dispatch.outbox.Outbox`). If either fails, the handler raises and every record of the
+batch comes back.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import deps
+from chalicelib.config import Settings
 from chalicelib.dispatch import table
+from chalicelib.dispatch.outbox import Outbox
 from chalicelib.dispatch.port import Delivery, Message, MessageError, decode
 from chalicelib.events import batch, notifications
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 
 __all__ = ["decode_body", "handle"]
 
 logger = logging.getLogger("engram.events")
 
 
-def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Process a Lambda SQS event (dict) from any of Engram's queues; returns ``{"batchItemFailures": [...]}``."""
-    return batch.process(event, _record, context)
+def handle(event: dict[str, Any], context: Any = None) -> PartialItemFailureResponse:
+    """Process a Lambda SQS event (dict) from any of Engram's queues; returns ``{"batchItemFailures": [...]}``.
 
+    Raises:
+        psycopg.OperationalError: the batch's database work could not be made durable (every record returns).
+        UpstreamError / ConfigurationError: its follow-up messages could not be sent (every record returns).
+    """
+    from chalicelib.store.db import deferred_durability
 
-def _record(record: Any) -> None:
     settings = deps.current_settings()
-    delivery = Delivery(settings=settings, dispatcher=deps.dispatcher(settings),
-                        arrived_at=batch.first_received_at(record),
+    outbox = Outbox(deps.dispatcher(settings))
+    with deferred_durability(settings):
+        response = batch.process(event, lambda record: _record(record, settings, outbox), context)
+    outbox.flush()
+    return response
+
+
+def _record(record: Any, settings: Settings, outbox: Outbox) -> None:
+    delivery = Delivery(settings=settings, dispatcher=outbox, arrived_at=batch.first_received_at(record),
                         last_attempt=batch.is_last_receive(record, settings))
     body = decode_body(record.body)
     if isinstance(body, notifications.TestEvent):

@@ -28,7 +28,13 @@ from chalicelib import ids
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.errors import (
+    ConflictError,
+    EmbeddingMismatchError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from chalicelib.events import s3_keys, sidecar
 from chalicelib.events.notifications import S3Record, compare_sequencers
 from chalicelib.events.s3_keys import DropKey, DropKeyError
@@ -68,20 +74,20 @@ def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
         with pool(settings).connection() as owner:
             _error(owner, None, record, exc.code, exc.message)
         return "error"
-    with pool(settings).connection() as owner:
-        if not drop_objects.tenant_exists(owner, key.tenant):
-            _error(owner, key.tenant, record, "unknown_tenant",
-                   f"No tenant named {key.tenant!r}: the first segment of a drop-folder key must be a tenant.")
-            return "error"
     with tenant_connection(settings, key.tenant) as conn:
-        if key.is_sidecar:
-            return _apply_sidecar(conn, settings, key, record)
-        if record.is_removed:
-            return _remove(conn, key, record)
-        accepted = _accept(conn, settings, embedder, key, record)
-        if isinstance(accepted, str):
-            return accepted
-        return engine.stage(conn, delivery, embedder, accepted)
+        if drop_objects.tenant_exists(conn, key.tenant):
+            if key.is_sidecar:
+                return _apply_sidecar(conn, settings, key, record)
+            if record.is_removed:
+                return _remove(conn, key, record)
+            accepted = _accept(conn, settings, embedder, key, record)
+            if isinstance(accepted, str):
+                return accepted
+            return engine.stage(conn, delivery, embedder, accepted)
+    with pool(settings).connection() as owner:
+        _error(owner, key.tenant, record, "unknown_tenant",
+               f"No tenant named {key.tenant!r}: the first segment of a drop-folder key must be a tenant.")
+    return "error"
 
 
 def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
@@ -101,9 +107,10 @@ def give_up(settings: Settings, record: S3Record, error: BaseException) -> None:
             return
     with tenant_connection(settings, key.tenant) as conn:
         row = drop_objects.get(conn, key.tenant, record.bucket, key.key)
-        opened = (row is not None and row.version is not None and row.vector_store_id is not None
-                  and row.file_id is not None and _order(record, row) == 0)
-        if opened and engine.fail_version(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error):
+        # A version was opened for this very event: fail it (the file shows last_error).
+        if (row is not None and row.version is not None and row.vector_store_id is not None
+                and row.file_id is not None and _order(record, row) == 0
+                and engine.fail_version(conn, key.tenant, row.vector_store_id, row.file_id, row.version, error)):
             return
         _error(conn, key.tenant, record, "ingest_failed", f"{last_error['code']}: {last_error['message']}")
 
@@ -197,7 +204,8 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
     """The store the key names, created by name when missing.
 
     Raises:
-        _DropError: an unknown ``vs_`` id, an ambiguous or over-long name, another embedding model, expired.
+        _DropError: an unknown ``vs_`` id, another tenant's shared store, an ambiguous or over-long name, another
+            embedding model, expired.
     """
     if len(key.store) > MAX_STORE_NAME_CHARS:
         raise _DropError("invalid_key", f"Vector store names are at most {MAX_STORE_NAME_CHARS} characters.")
@@ -206,6 +214,8 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
         store = vector_stores.find(conn, key.tenant, key.store)
     except ConflictError as exc:
         raise _DropError("ambiguous_store", exc.message) from None
+    except PermissionDeniedError as exc:  # another tenant's shared store: readable, never written to
+        raise _DropError(exc.code or vector_stores.READ_ONLY_CODE, exc.message) from None
     if store is None:
         if key.store.startswith(ids.VECTOR_STORE):
             raise _DropError("store_not_found", f"No vector store {key.store!r} in tenant {key.tenant!r} "
@@ -214,7 +224,7 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
     try:
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
     except EmbeddingMismatchError as exc:
-        raise _DropError(exc.code, exc.message) from None
+        raise _DropError(exc.code or "embedding_model_mismatch", exc.message) from None
     if vector_stores.is_expired(store, datetime.now(UTC)):
         raise _DropError("vector_store_expired", f"Vector store {store.id} has expired.")
     return store

@@ -30,24 +30,25 @@ def sweep(conn: psycopg.Connection, settings: Settings, *, grace_s: float = ORPH
     Raises:
         botocore.exceptions.ClientError / BotoCoreError: S3 failed (housekeeping logs it and carries on).
     """
-    if not settings.bucket:
+    bucket = settings.bucket
+    if not bucket:
         return 0
     tenants = [tenant_id] if tenant_id else blob_refs.tenants(conn)
     prefixes = ([f"{CONTENT_PREFIX}{tenant_id}/"] if tenant_id else [CONTENT_PREFIX]) + [
         f"{tenant}/uploads/" for tenant in tenants]
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_s)
-    return sum(_sweep_prefix(conn, settings, prefix, cutoff) for prefix in prefixes)
+    return sum(_sweep_prefix(conn, settings, bucket, prefix, cutoff) for prefix in prefixes)
 
 
-def _sweep_prefix(conn: psycopg.Connection, settings: Settings, prefix: str, cutoff: datetime) -> int:
+def _sweep_prefix(conn: psycopg.Connection, settings: Settings, bucket: str, prefix: str, cutoff: datetime) -> int:
     client = aws.client("s3", settings.aws_region)
     deleted = 0
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket, Prefix=prefix):
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         old = [item["Key"] for item in page.get("Contents", [])
                if item["LastModified"] < cutoff and s3_keys.is_internal(item["Key"])]
-        orphans = sorted(set(old) - blob_refs.known_keys(conn, settings.bucket, old))
+        orphans = sorted(set(old) - blob_refs.known_keys(conn, bucket, old))
         for start in range(0, len(orphans), _DELETE_BATCH):
             keys = [{"Key": k} for k in orphans[start:start + _DELETE_BATCH]]
-            client.delete_objects(Bucket=settings.bucket, Delete={"Objects": keys, "Quiet": True})
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
             deleted += len(keys)
     return deleted

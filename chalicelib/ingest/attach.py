@@ -58,8 +58,20 @@ def prepare(conn: psycopg.Connection, tenant_id: str, entries: Sequence[tuple[st
     return prepared
 
 
-def attach_all(conn: psycopg.Connection, tenant_id: str, store_id: str, attachments: Sequence[Attachment]) -> None:
-    """Attach each file as ``in_progress`` (re-attaching resets its status). Call inside the caller's transaction."""
+def attach_all(conn: psycopg.Connection, tenant_id: str, store_id: str, attachments: Sequence[Attachment], *,
+               param: str = "file_id") -> None:
+    """Attach each file as ``in_progress`` (re-attaching resets its status) after checking the tenant's limits
+    (:func:`chalicelib.store.tenants.check_store_capacity`; ``param`` names the request field in its error). Call
+    inside the caller's transaction.
+
+    Raises:
+        InvalidRequestError: a tenant limit would be exceeded (nothing is attached).
+    """
+    from chalicelib.store import tenants
+
+    if attachments:
+        tenants.check_store_capacity(conn, tenant_id, store_id, [a.file.id for a in attachments],
+                                     sum(a.file.bytes for a in attachments), param=param)
     for item in attachments:
         attachment_rows.attach(conn, tenant_id, store_id, item.file.id, attributes=item.attributes,
                                chunking_strategy=item.strategy.to_openai())

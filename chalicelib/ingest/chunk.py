@@ -20,6 +20,7 @@ from chalicelib.embed.base import Tokenizer
 from chalicelib.errors import InvalidRequestError
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.store.chunks import Chunk
+from chalicelib.wire import StaticChunkingStrategy
 
 # OpenAI's static strategy bounds and defaults (vector-store file `chunking_strategy`, OPENAI-COMPAT.md §2).
 MIN_CHUNK_TOKENS = 100
@@ -46,7 +47,7 @@ class ChunkingStrategy:
     max_chunk_size_tokens: int
     chunk_overlap_tokens: int
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> StaticChunkingStrategy:
         """The OpenAI wire shape: ``{"type": "static", "static": {...}}`` (``auto`` is reported resolved)."""
         return {
             "type": "static",

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
@@ -44,8 +44,9 @@ from chalicelib.ingest.parse import ParseLimits, parse_document
 from chalicelib.store import attachments, blobs, embedding_cache, ingest_jobs, staged_chunks, vector_stores
 from chalicelib.store import files as file_rows
 from chalicelib.store.chunks import Chunk
-from chalicelib.store.ingest_jobs import Job
-from chalicelib.wire import LastError
+from chalicelib.store.db import pipeline
+from chalicelib.store.ingest_jobs import Job, VersionStatus
+from chalicelib.wire import FileStatus, LastError
 
 __all__ = [
     "Outcome",
@@ -80,9 +81,9 @@ class Outcome:
 
     file_id: str
     filename: str
-    status: str
+    status: FileStatus | Literal["skipped"]
     chunk_count: int = 0
-    error: dict[str, Any] | None = None
+    error: LastError | None = None
     embedded: int = 0
     cached: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
@@ -167,22 +168,22 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
         VersionFailedError: the version failed after this message was first received (left for the DLQ).
     """
     settings = delivery.settings
-    job = _open(conn, settings, message, delivery.arrived_at)
-    if isinstance(job, str):
-        return job
+    context = _open(conn, settings, message, delivery.arrived_at)
+    if isinstance(context, str):
+        return context
+    job = context.job
     if job.status == "embedding":
         _send_batches(delivery.dispatcher, job, ingest_jobs.outstanding_batches(conn, job))
         return "resent"
     data = _read(conn, settings, job)
     if data is None:
         return _supersede(conn, job)
-    attached = attachments.get(conn, job.tenant_id, job.vector_store_id, job.file_id)
     if len(data) > settings.max_file_bytes:
         return _end(conn, job, "rejected", {"code": "invalid_file", "message": f"File is {len(data):,} bytes; the "
                                             f"limit is {settings.max_file_bytes:,} bytes."})
-    strategy = resolve_chunking_strategy(attached.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
+    strategy = resolve_chunking_strategy(context.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
     try:
-        document = parse_document(data, attached.filename, limits=ParseLimits())
+        document = parse_document(data, context.filename or "", limits=ParseLimits())
         chunks = chunk_document(document, strategy, embedder.tokenizer)
     except DocumentError as exc:
         return _end(conn, job, "rejected", {"code": exc.code or "invalid_file", "message": exc.message})
@@ -190,17 +191,19 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     if delivery.inline:
         return _complete_now(conn, job, embedder, chunks, sha256, data, report)
     batches = staged_chunks.batch_count(len(chunks), settings.embed_batch_chunks)
-    with conn.transaction():
-        locked = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
-        if locked is None or locked.status != "pending":
-            return locked.status if locked else "missing"
-        staged_chunks.stage(conn, locked, chunks, batch_chunks=settings.embed_batch_chunks)
-        ingest_jobs.set_staged(conn, locked, chunk_count=len(chunks), batch_count=batches, content_sha256=sha256)
-        if locked.source_key:
+    # Two round trips: marking the version staged (which locks it), then the chunks, the digest and the lease with
+    # the commit.
+    with conn.transaction(), pipeline(conn):
+        staged = ingest_jobs.set_staged(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version,
+                                        chunk_count=len(chunks), batch_count=batches, content_sha256=sha256)
+        if staged is None:  # staged or ended meanwhile by another delivery
+            current = ingest_jobs.get(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
+            return current.status if current else "missing"
+        staged_chunks.stage(conn, staged, chunks, batch_chunks=settings.embed_batch_chunks)
+        if staged.source_key:
             file_rows.set_digest(conn, job.tenant_id, job.file_id, data)
-        ingest_jobs.heartbeat(conn, locked, lease_s=settings.processing_lease_s)
+        ingest_jobs.heartbeat(conn, staged, lease_s=settings.processing_lease_s)
         if batches == 0:
-            staged = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
             return _finalize(conn, staged, embedder, [], [])
     _send_batches(delivery.dispatcher, job, range(batches))
     return "staged"
@@ -216,32 +219,61 @@ def land(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, messa
         VersionFailedError: the version failed after this message was first received (left for the DLQ).
     """
     settings = delivery.settings
-    job = _open(conn, settings, message, delivery.arrived_at)
-    if isinstance(job, str):
-        return job
-    if job.status != "embedding" or ingest_jobs.batch_landed(conn, job, message.batch):
+    context = _open(conn, settings, message, delivery.arrived_at, batch=message.batch)
+    if isinstance(context, str):
+        return context
+    job = context.job
+    if job.status != "embedding" or context.batch_landed:
         return "duplicate" if job.status == "embedding" else job.status
-    store = vector_stores.get(conn, job.tenant_id, job.vector_store_id)
-    try:
-        vector_stores.check_embedding(store, embedder.model, embedder.dimension)
-    except EmbeddingMismatchError as exc:
-        return _end(conn, job, "rejected", {"code": exc.code or "embedding_model_mismatch", "message": exc.message})
-    rows = staged_chunks.batch_texts(conn, job, message.batch)
-    vectors, _ = embed_with_cache(conn, job.tenant_id, embedder, [text for _, text in rows])
-    with conn.transaction():
-        locked = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
-        if locked is None or locked.status != "embedding":
-            return locked.status if locked else "missing"
-        counted = ingest_jobs.land_batch(conn, locked, message.batch)
+    if context.store_model is not None:
+        try:
+            vector_stores.check_model(job.vector_store_id, context.store_model, context.store_dim or 0,
+                                      embedder.model, embedder.dimension)
+        except EmbeddingMismatchError as exc:
+            return _end(conn, job, "rejected", {"code": exc.code or "embedding_model_mismatch",
+                                                "message": exc.message})
+    rows = staged_chunks.batch(conn, job, message.batch, model=embedder.model)
+    vectors, fresh = _embed_missing(embedder, [chunk.text for chunk, _ in rows], [cached for _, cached in rows])
+    # Round trips: the version's lock and count; the swap's guarded update (last batch); the rest with the commit.
+    with conn.transaction(), pipeline(conn):
+        locked, counted = ingest_jobs.land(conn, job, message.batch)
+        if locked is None:
+            return "missing"
         if counted is None:
-            return "duplicate"
-        staged_chunks.set_vectors(conn, locked, [(index, v) for (index, _), v in zip(rows, vectors)])
+            return "duplicate" if locked.status == "embedding" else locked.status
+        embedding_cache.add(conn, job.tenant_id, embedder.model, fresh)
         done, total = counted
         if done < total:
+            staged_chunks.set_vectors(conn, locked, [(chunk.index, v) for (chunk, _), v in zip(rows, vectors)])
             ingest_jobs.heartbeat(conn, locked, lease_s=settings.processing_lease_s)
             return "landed"
-        chunks, all_vectors = staged_chunks.load(conn, locked)
+        chunks, all_vectors = [chunk for chunk, _ in rows], list(vectors)
+        if total > 1:  # the other batches' vectors are staged
+            others, other_vectors = staged_chunks.load(conn, locked, except_batch=message.batch)
+            merged = sorted(zip(others + chunks, other_vectors + all_vectors), key=lambda pair: pair[0].index)
+            chunks, all_vectors = [c for c, _ in merged], [v for _, v in merged]
         return _finalize(conn, locked, embedder, chunks, all_vectors)
+
+
+def _embed_missing(embedder: Embedder, texts: Sequence[str], cached: Sequence[Any]
+                   ) -> tuple[list[Any], list[tuple[bytes, Any]]]:
+    """Vectors for ``texts`` (n × dim) given the cached vector of each (None: not cached): the missing texts are
+    embedded in one call (each distinct text once). Returns ``(vectors, fresh)``, ``fresh`` being the new
+    ``(sha256, vector)`` pairs for the cache.
+
+    Raises:
+        UpstreamError / RateLimitError / InvalidRequestError: from the embedder.
+    """
+    missing: dict[bytes, str] = {}
+    hashes: list[bytes | None] = []
+    for text, vector in zip(texts, cached):
+        digest = None if vector is not None else embedding_cache.text_hash(text)
+        if digest is not None:
+            missing.setdefault(digest, text)
+        hashes.append(digest)
+    computed = dict(zip(missing, embedder.embed(list(missing.values())))) if missing else {}
+    vectors = [vector if digest is None else computed[digest] for digest, vector in zip(hashes, cached)]
+    return vectors, list(computed.items())
 
 
 def embed_with_cache(conn: psycopg.Connection, tenant_id: str, embedder: Embedder,
@@ -309,30 +341,31 @@ class VersionFailedError(EngramError):
 
 
 def _open(conn: psycopg.Connection, settings: Settings, message: FileMessage | BatchMessage,
-          arrived_at: datetime | None) -> Job | str:
-    """The version's job if there is work to do on it (re-opening a failed one), else what to answer."""
+          arrived_at: datetime | None, *, batch: int | None = None) -> ingest_jobs.Context | str:
+    """The version's context (one statement) if there is work to do on it (re-opening a failed one), else what to
+    answer."""
     tenant_id, store_id, file_id, version = (message.tenant, message.vector_store_id, message.file_id,
                                              message.version)
-    job = ingest_jobs.get(conn, tenant_id, store_id, file_id, version)
-    if job is None:
+    context = ingest_jobs.context(conn, tenant_id, store_id, file_id, version, batch=batch)
+    if context is None:
         return "missing"
+    job = context.job
     if job.status in ingest_jobs.FINAL:
         return job.status
-    state, since = ingest_jobs.attachment_state(conn, job)
-    if state == "gone":
+    if context.state == "gone":
         return _supersede(conn, job)
-    if state == "failed" or job.status == "failed":
-        failed_at = since if state == "failed" else job.updated_at
+    if context.state == "failed" or job.status == "failed":
+        failed_at = context.since if context.state == "failed" else job.updated_at
         if arrived_at is not None and failed_at is not None and arrived_at <= failed_at:
             raise VersionFailedError(f"{file_id} v{version} failed at {failed_at.isoformat()}, after this message "
                                      "arrived; redrive the dead-letter queue to retry it.")
         if not ingest_jobs.reopen(conn, job, lease_s=settings.processing_lease_s):
             return _supersede(conn, job)
         logger.info("re-opened %s v%d of %s", file_id, version, store_id)
-        job = ingest_jobs.get(conn, tenant_id, store_id, file_id, version)
-        if job is None:
+        context = ingest_jobs.context(conn, tenant_id, store_id, file_id, version, batch=batch)
+        if context is None:
             return "missing"
-    return job
+    return context
 
 
 def _read(conn: psycopg.Connection, settings: Settings, job: Job) -> bytes | None:
@@ -354,7 +387,7 @@ def _complete_now(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks
     vectors, computed = embed_with_cache(conn, job.tenant_id, embedder, [c.text for c in chunks])
     if report is not None:
         report.chunk_count, report.embedded, report.cached = len(chunks), computed, len(chunks) - computed
-    with conn.transaction():
+    with conn.transaction(), pipeline(conn):
         locked = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)
         if locked is None or locked.status != "pending":
             return locked.status if locked else "missing"
@@ -376,10 +409,11 @@ def _finalize(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks: Se
     return "completed"
 
 
-def _retire(conn: psycopg.Connection, job: Job, status: str, error: LastError | None = None) -> None:
-    ingest_jobs.set_status(conn, job, status, error)
-    staged_chunks.discard(conn, job)
-    ingest_jobs.clear_batches(conn, job)
+def _retire(conn: psycopg.Connection, job: Job, status: VersionStatus, error: LastError | None = None) -> None:
+    with pipeline(conn):
+        ingest_jobs.set_status(conn, job, status, error)
+        staged_chunks.discard(conn, job)
+        ingest_jobs.clear_batches(conn, job)
 
 
 def _supersede(conn: psycopg.Connection, job: Job) -> str:
@@ -390,7 +424,7 @@ def _supersede(conn: psycopg.Connection, job: Job) -> str:
     return "superseded"
 
 
-def _end(conn: psycopg.Connection, job: Job, status: str, error: LastError) -> str:
+def _end(conn: psycopg.Connection, job: Job, status: Literal["failed", "rejected"], error: LastError) -> str:
     """End an open version ``failed`` (staged chunks kept for a redrive) or ``rejected``, failing its file."""
     with conn.transaction():
         locked = ingest_jobs.lock(conn, job.tenant_id, job.vector_store_id, job.file_id, job.version)

@@ -64,7 +64,7 @@ def ingest_bytes(conn: psycopg.Connection, settings: Settings, tenant_id: str, s
             if not isinstance(exc, EngramError):
                 raise
     row = attachments.get(conn, tenant_id, store.id, file_id)
-    result.status, result.error = row.status, dict(row.last_error) if row.last_error else None
+    result.status, result.error = row.status, row.last_error.copy() if row.last_error else None
     result.chunk_count = row.chunk_count
     result.seconds["total"] = time.perf_counter() - started
     return result

@@ -6,8 +6,7 @@ returns a cursor, and the next run continues (every step finds its work by a pre
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from chalicelib.jobs.batches import BATCH, batches, connection
 from chalicelib.jobs.model import JobContext, JobResult
 
 __all__ = [
@@ -25,10 +24,6 @@ __all__ = [
 # 14 days (MessageRetentionPeriod maximum, Amazon SQS Developer Guide), so a dead-letter message redriven at the
 # last moment still finds its failed version and re-opens it.
 JOB_RETENTION_S = 14 * 86_400.0
-# Rows one step handles per statement; a step repeats statements until it has done everything or its time is up.
-BATCH = 1000
-# Seconds kept in hand after a batch: a batch never starts with less than this left.
-_MARGIN_S = 2.0
 
 
 def retry_stalled_files(ctx: JobContext) -> JobResult:
@@ -37,7 +32,7 @@ def retry_stalled_files(ctx: JobContext) -> JobResult:
     from chalicelib.ingest import engine
 
     dispatcher = deps.dispatcher(ctx.settings)
-    return _batches(ctx, "retried_files", lambda conn: engine.retry_stalled(
+    return batches(ctx, "retried_files", lambda conn: engine.retry_stalled(
         conn, ctx.settings, dispatcher, limit=100, tenant_id=ctx.tenant), size=100)
 
 
@@ -46,7 +41,7 @@ def settle_files(ctx: JobContext) -> JobResult:
     from chalicelib.store import attachments
 
     settings = ctx.settings
-    return _batches(ctx, "failed_files", lambda conn: attachments.settle(
+    return batches(ctx, "failed_files", lambda conn: attachments.settle(
         conn, max_attempts=settings.processing_max_attempts, tenant_id=ctx.tenant,
         unclaimed_after_s=settings.unclaimed_after_s), size=attachments.SETTLE_LIMIT)
 
@@ -55,7 +50,7 @@ def expire_vector_stores(ctx: JobContext) -> JobResult:
     """Delete vector stores expired longer than ``expired_retention_s`` seconds ago."""
     from chalicelib.store import vector_stores
 
-    return _batches(ctx, "expired_stores", lambda conn: vector_stores.sweep_expired(
+    return batches(ctx, "expired_stores", lambda conn: vector_stores.sweep_expired(
         conn, retention_s=ctx.settings.expired_retention_s, tenant_id=ctx.tenant, limit=BATCH))
 
 
@@ -63,7 +58,7 @@ def expire_files(ctx: JobContext) -> JobResult:
     """Delete files past their ``expires_at`` (detached everywhere)."""
     from chalicelib.store import files
 
-    return _batches(ctx, "expired_files", lambda conn: files.sweep_expired(conn, tenant_id=ctx.tenant, limit=BATCH))
+    return batches(ctx, "expired_files", lambda conn: files.sweep_expired(conn, tenant_id=ctx.tenant, limit=BATCH))
 
 
 def sweep_upload_parts(ctx: JobContext) -> JobResult:
@@ -72,7 +67,7 @@ def sweep_upload_parts(ctx: JobContext) -> JobResult:
     from chalicelib.store import uploads
 
     blobs = deps.blob_store(ctx.settings)
-    return _batches(ctx, "stale_uploads", lambda conn: uploads.sweep_expired(conn, blobs, tenant_id=ctx.tenant,
+    return batches(ctx, "stale_uploads", lambda conn: uploads.sweep_expired(conn, blobs, tenant_id=ctx.tenant,
                                                                               limit=BATCH))
 
 
@@ -80,7 +75,7 @@ def purge_ingest_versions(ctx: JobContext) -> JobResult:
     """Delete finished ingestion versions older than :data:`JOB_RETENTION_S` (and their staged chunks)."""
     from chalicelib.store import ingest_jobs
 
-    with _connection(ctx) as conn:
+    with connection(ctx) as conn:
         purged = ingest_jobs.purge(conn, retention_s=JOB_RETENTION_S, grace_s=ctx.settings.processing_lease_s,
                                    tenant_id=ctx.tenant)
     return JobResult({"purged_versions": purged})
@@ -92,25 +87,5 @@ def sweep_orphaned_objects(ctx: JobContext) -> JobResult:
 
     if not ctx.settings.bucket:
         return JobResult({"orphaned_objects": 0})
-    with _connection(ctx) as conn:
+    with connection(ctx) as conn:
         return JobResult({"orphaned_objects": orphans.sweep(conn, ctx.settings, tenant_id=ctx.tenant)})
-
-
-def _batches(ctx: JobContext, counter: str, step: Callable[..., int], *, size: int = BATCH) -> JobResult:
-    """Run ``step(conn)`` (one bounded statement batch; returns rows handled) until a batch comes back short or
-    the time is up; a full last batch leaves a cursor (more may remain)."""
-    total = 0
-    with _connection(ctx) as conn:
-        while True:
-            handled = step(conn)
-            total += handled
-            if handled < size:
-                return JobResult({counter: total})
-            if ctx.out_of_time(_MARGIN_S):
-                return JobResult({counter: total}, cursor={"more": True})
-
-
-def _connection(ctx: JobContext):
-    from chalicelib.store.db import pool
-
-    return pool(ctx.settings).connection()

@@ -18,7 +18,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from chalicelib import observability
 from chalicelib.config import Settings
@@ -26,7 +26,7 @@ from chalicelib.entrypoints import resolve
 from chalicelib.jobs import store, table
 from chalicelib.jobs.model import Job, JobContext, JobResult
 
-__all__ = ["LEASE_GRACE_S", "RunOutcome", "run_job", "run_lane"]
+__all__ = ["LEASE_GRACE_S", "OutcomeStatus", "RunOutcome", "run_job", "run_lane"]
 
 logger = logging.getLogger("engram.jobs")
 
@@ -35,6 +35,9 @@ logger = logging.getLogger("engram.jobs")
 LEASE_GRACE_S = 60.0
 # A job is not started with less time than this left in its lane's invocation (seconds).
 MIN_RUN_S = 1.0
+
+# What one call did with a job: a recorded run's end (:data:`store.EndStatus`), or ``skipped`` (no run).
+OutcomeStatus = Literal["finished", "partial", "failed", "skipped"]
 
 
 @dataclass(slots=True)
@@ -45,7 +48,7 @@ class RunOutcome:
 
     job: str
     scope: str
-    status: str
+    status: OutcomeStatus
     counts: dict[str, int] = field(default_factory=dict)
     cursor: dict[str, Any] | None = None
     error: str | None = None
@@ -110,7 +113,7 @@ def run_job(settings: Settings, job: Job | str, *, tenant: str | None = None, fo
                          error=error, cadence_s=row.cadence_s)
             return RunOutcome(row.name, scope, "failed", cursor=cursor, error=error,
                               seconds=time.monotonic() - started)
-        status = "partial" if result.cursor is not None else "finished"
+        status: store.EndStatus = "partial" if result.cursor is not None else "finished"
         store.finish(conn, row.name, scope, owner, run_id, status=status, counts=result.counts,
                      cursor=result.cursor, error=None, cadence_s=row.cadence_s)
     seconds = time.monotonic() - started

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-__all__ = ["JobState", "RunRecord", "acquire", "checkpoint", "finish", "latest_runs", "start_run", "states"]
+from chalicelib.store.db import one
+
+__all__ = ["ALL_TENANTS", "EndStatus", "JobState", "RunRecord", "RunStatus", "acquire", "checkpoint", "finish",
+           "latest_runs", "start_run", "states"]
 
 ALL_TENANTS = "*"
+# A run's status: the CHECK constraint of ``job_runs.status`` (migrations/0008_jobs.sql says what each means).
+RunStatus = Literal["running", "finished", "partial", "failed", "abandoned"]
+# How a run that reached :func:`finish` ended.
+EndStatus = Literal["finished", "partial", "failed"]
 
 # Takes the job's lease if nobody holds it (or the holder's lease ran out: it died) and, unless forced, the job is
 # due. Returns the cursor to resume from.
@@ -65,7 +72,7 @@ class JobState:
     leased_until: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
-    status: str | None
+    status: RunStatus | None
     counts: dict[str, int] | None
     error: str | None
 
@@ -80,7 +87,7 @@ class RunRecord:
     owner: str
     started_at: datetime
     finished_at: datetime | None
-    status: str
+    status: RunStatus
     counts: dict[str, int]
     cursor_in: dict[str, Any] | None
     cursor_out: dict[str, Any] | None
@@ -103,8 +110,8 @@ def acquire(conn: psycopg.Connection, job: str, scope: str, owner: str, *, lease
 
 def start_run(conn: psycopg.Connection, job: str, scope: str, owner: str, cursor: dict[str, Any] | None) -> int:
     """Record a run starting from ``cursor``; returns its id."""
-    return int(conn.execute(_START, {"job": job, "scope": scope, "owner": owner,
-                                     "cursor": Jsonb(cursor) if cursor is not None else None}).fetchone()[0])
+    return int(one(conn.execute(_START, {"job": job, "scope": scope, "owner": owner,
+                                         "cursor": Jsonb(cursor) if cursor is not None else None}))[0])
 
 
 def checkpoint(conn: psycopg.Connection, job: str, scope: str, owner: str, run_id: int,
@@ -116,7 +123,7 @@ def checkpoint(conn: psycopg.Connection, job: str, scope: str, owner: str, run_i
         conn.execute(_CHECKPOINT_RUN, {"run": run_id, "cursor": value})
 
 
-def finish(conn: psycopg.Connection, job: str, scope: str, owner: str, run_id: int, *, status: str,
+def finish(conn: psycopg.Connection, job: str, scope: str, owner: str, run_id: int, *, status: EndStatus,
            counts: dict[str, int], cursor: dict[str, Any] | None, error: str | None, cadence_s: float) -> None:
     """Record how a run ended and release the lease: an unfinished pass (``cursor``) is due again at once, a
     finished one ``cadence_s`` seconds after this run started."""

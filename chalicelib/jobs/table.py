@@ -23,6 +23,7 @@ LANES: tuple[Lane, ...] = (
 )
 
 _HK = "chalicelib.jobs.housekeeping"
+_MEM = "chalicelib.jobs.memory"
 JOBS: tuple[Job, ...] = (
     Job("retry_stalled_files", f"{_HK}:retry_stalled_files", 5 * MINUTE, "housekeeping", 30,
         "Re-send in_progress files whose lease ran out while attempts remain."),
@@ -40,6 +41,20 @@ JOBS: tuple[Job, ...] = (
         "Remove S3 objects no file or upload names any more."),
     Job("summarize_conversations", "chalicelib.responses.summarize:summarize_job", HOUR, "memory_jobs", 600,
         "Precompute the summaries of long Responses conversations."),
+    Job("consolidation", f"{_MEM}:consolidation", DAY, "memory_jobs", 600,
+        "Merge each scope's duplicate memories (and related ones, with a memory model)."),
+    Job("archive_stale_memories", f"{_MEM}:archive_stale_memories", DAY, "memory_jobs", 120,
+        "Archive memories unused for auto_archive_days (never pinned or important ones)."),
+    Job("enforce_memory_quotas", f"{_MEM}:enforce_memory_quotas", HOUR, "memory_jobs", 60,
+        "Archive each tenant's memories beyond max_entries, lowest value first."),
+    Job("sweep_expired_memories", f"{_MEM}:sweep_expired_memories", 15 * MINUTE, "memory_jobs", 60,
+        "Delete expired working memories, and other expired memories after their retention."),
+    Job("episodize_conversations", f"{_MEM}:episodize_conversations", HOUR, "memory_jobs", 300,
+        "Summarise threads quiet for 6 hours into searchable episodes."),
+    Job("instancize_episodes", f"{_MEM}:instancize_episodes", DAY, "memory_jobs", 120,
+        "Compress episodes older than 30 days into instances."),
+    Job("refresh_personas", f"{_MEM}:refresh_personas", HOUR, "memory_jobs", 120,
+        "Rewrite user personas whose preferences changed."),
 )
 
 

@@ -1,28 +1,16 @@
 """A ``previous_response_id`` chain: the stored turns a request continues, walked back from the named response
 (tenant-scoped) to its start or to the most recent cached summary's boundary (:func:`chalicelib.responses.store.chain`).
+The result is a :class:`~chalicelib.responses.turns.Chain` (re-exported here), the shape history building takes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import psycopg
 
 from chalicelib.responses import store
+from chalicelib.responses.turns import Chain
 
-
-@dataclass(frozen=True)
-class Chain:
-    """The turns a request continues (oldest first) and the summary of everything before them (or None)."""
-
-    turns: tuple[store.Turn, ...]
-    summary: dict[str, Any] | None
-
-    @property
-    def tokens(self) -> int:
-        """Estimated history tokens: summary + verbatim turns."""
-        return (self.summary["tokens"] if self.summary else 0) + sum(t.turn_tokens for t in self.turns)
+__all__ = ["Chain", "load"]
 
 
 def load(conn: psycopg.Connection, tenant_id: str, response_id: str, *,

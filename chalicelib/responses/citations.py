@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from chalicelib.wire import FileSearchResult
+
 _FILE_ID = r"file-[A-Za-z0-9_-]{1,64}"
 MARKER = re.compile(r"<\|(" + _FILE_ID + r")\|>")
 # A suffix that may still grow into a marker: "<", "<|", "<|fi", "<|file-abc", "<|file-abc|".
@@ -95,7 +97,7 @@ def strip(text: str, sources: dict[str, str]) -> tuple[str, list[dict[str, Any]]
     return stripper.text, stripper.annotations
 
 
-def format_results(queries: list[str], results: list[dict[str, Any]] | None) -> str:
+def format_results(queries: list[str], results: list[FileSearchResult] | None) -> str:
     """The tool message the model reads: each result's marker, filename, score and text (or "no results")."""
     header = "Search results for: " + "; ".join(queries)
     if results is None:
@@ -109,6 +111,6 @@ def format_results(queries: list[str], results: list[dict[str, Any]] | None) -> 
     return "\n\n".join(blocks)
 
 
-def sources(results: list[dict[str, Any]] | None) -> dict[str, str]:
+def sources(results: list[FileSearchResult] | None) -> dict[str, str]:
     """``{file_id: filename}`` of search results (what the model may cite)."""
-    return {r["file_id"]: r.get("filename") or "" for r in results or [] if r.get("file_id")}
+    return {file_id: r.get("filename") or "" for r in results or [] if (file_id := r.get("file_id"))}

@@ -1,11 +1,12 @@
-"""Conversation history: the ``previous_response_id`` chain a request continues, as chat messages.
+"""Conversation history: the turns a request continues, as chat messages.
 
-A chain is walked back from the named response (tenant-scoped) to its start, or to the most recent cached
-summary's boundary (:func:`chalicelib.responses.store.chain`). History size is estimated in tokens
-(:mod:`tokens`): the summary's tokens plus each verbatim turn's stored ``turn_tokens``. When it exceeds
-``settings.summary_threshold_tokens`` (strictly), older turns are condensed (:mod:`summarize`) and the new summary
-is cached on the response being created, so the next turn reuses it. ``instructions`` are never part of history
-(OpenAI: they are not carried over through ``previous_response_id``).
+The turns come as a :class:`~chalicelib.responses.turns.Chain` — a ``previous_response_id`` chain walked back from
+the named response to its start or to the most recent cached summary's boundary (:mod:`chain`), or a conversation's
+items after its cached summary (:mod:`conversations`); this module does not care which. History size is estimated
+in tokens (:mod:`tokens`): the summary's tokens plus each verbatim turn's ``turn_tokens``. When it exceeds
+``settings.summary_threshold_tokens`` (strictly), older turns are condensed (:mod:`summarize`) and the caller caches
+the new summary (on the response being created, or on the conversation), so the next turn reuses it.
+``instructions`` are never part of history (OpenAI: they are not carried over through ``previous_response_id``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from chalicelib.chat.base import ChatMessage
 from chalicelib.config import Settings
 from chalicelib.responses import citations, items, summarize
-from chalicelib.responses.chain import Chain
+from chalicelib.responses.turns import Chain, Summary
 
 SUMMARY_HEADER = "Summary of the earlier conversation (older turns were condensed):\n"
 
@@ -31,7 +32,7 @@ class History:
     messages: tuple[ChatMessage, ...]
     preamble: str | None
     tokens: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
     computed: bool
     usage: dict[str, Any] | None
     sources: dict[str, str]

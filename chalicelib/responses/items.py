@@ -21,6 +21,7 @@ from chalicelib import ids
 from chalicelib.chat.base import ChatMessage, ToolCall
 from chalicelib.errors import InvalidRequestError
 from chalicelib.responses import schemas
+from chalicelib.wire import FileSearchResult, ItemStatus
 
 FUNCTION_CALL = "fc_"
 FUNCTION_CALL_OUTPUT = "fco_"
@@ -28,7 +29,7 @@ CALL = "call_"
 FILE_SEARCH_TOOL = "file_search"  # the function name the model calls to search
 
 
-def message(text: str, *, status: str = "completed", annotations: list[dict[str, Any]] | None = None,
+def message(text: str, *, status: ItemStatus = "completed", annotations: list[dict[str, Any]] | None = None,
             item_id: str | None = None) -> dict[str, Any]:
     """An assistant ``message`` output item with one ``output_text`` part."""
     return {"id": item_id or ids.new_id(ids.MESSAGE), "type": "message", "role": "assistant", "status": status,
@@ -40,14 +41,14 @@ def output_text(text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": annotations, "logprobs": []}
 
 
-def file_search_call(queries: list[str], *, status: str = "in_progress",
-                     results: list[dict[str, Any]] | None = None, item_id: str | None = None) -> dict[str, Any]:
+def file_search_call(queries: list[str], *, status: ItemStatus = "in_progress",
+                     results: list[FileSearchResult] | None = None, item_id: str | None = None) -> dict[str, Any]:
     """A ``file_search_call`` output item; ``results`` entries are ``{file_id, filename, score, text, attributes}``."""
     return {"id": item_id or ids.new_id(ids.FILE_SEARCH_CALL), "type": "file_search_call", "status": status,
             "queries": queries, "results": results}
 
 
-def function_call(call_id: str, name: str, arguments: str, *, status: str = "completed") -> dict[str, Any]:
+def function_call(call_id: str, name: str, arguments: str, *, status: ItemStatus = "completed") -> dict[str, Any]:
     """A ``function_call`` output item the client is to execute."""
     return {"id": ids.new_id(FUNCTION_CALL), "type": "function_call", "status": status,
             "call_id": call_id or ids.new_id(CALL), "name": name, "arguments": arguments}
@@ -67,7 +68,9 @@ def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
             out.append({"id": item.id or ids.new_id(FUNCTION_CALL_OUTPUT), "type": "function_call_output",
                         "status": "completed", "call_id": item.call_id, "output": output})
         else:
-            results = None if item.results is None else [r.model_dump() for r in item.results]
+            results = None if item.results is None else [
+                FileSearchResult(file_id=r.file_id, filename=r.filename, score=r.score, text=r.text,
+                                 attributes=r.attributes) for r in item.results]
             out.append(file_search_call(list(item.queries), status="completed", results=results, item_id=item.id))
     return out
 

@@ -17,7 +17,7 @@ first model call only; later calls use ``auto`` (otherwise a forced search would
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
 
 
 def _model_call(backend: ChatBackend, request: ChatRequest, state: ResponseState, emit: Emitter,
-                sources: dict[str, str]) -> Iterator[dict[str, Any]]:
+                sources: dict[str, str]) -> Generator[dict[str, Any], None, tuple[ChatResult, dict[str, Any] | None]]:
     """Stream one model call; its text becomes a message item (opened at the first visible character).
     Returns ``(ChatResult, message item or None)``."""
     stripper = CitationStripper(sources)
@@ -150,7 +150,8 @@ def _model_call(backend: ChatBackend, request: ChatRequest, state: ResponseState
     return result, message
 
 
-def _search(config: LoopConfig, call: ToolCall, state: ResponseState, emit: Emitter) -> Iterator[dict[str, Any]]:
+def _search(config: LoopConfig, call: ToolCall, state: ResponseState,
+            emit: Emitter) -> Generator[dict[str, Any], None, dict[str, Any]]:
     """Run one ``file_search`` call as a ``file_search_call`` item; returns the item (results kept; hidden in
     events unless included). Arguments the model garbled make a ``failed`` item the model is told about."""
     try:
@@ -175,7 +176,8 @@ def _search(config: LoopConfig, call: ToolCall, state: ResponseState, emit: Emit
     return item
 
 
-def _function_call(call: ToolCall, state: ResponseState, emit: Emitter) -> Iterator[dict[str, Any]]:
+def _function_call(call: ToolCall, state: ResponseState,
+                   emit: Emitter) -> Generator[dict[str, Any], None, dict[str, Any]]:
     """A function call the client runs: ``function_call`` item with the model's call id and arguments."""
     item = items.function_call(call.id, call.name, "", status="in_progress")
     index = len(state.output)

@@ -6,8 +6,10 @@ carry ``file_search_call.results``; :func:`visible` removes them unless the call
 
 ``usage`` holds the backend-reported tokens summed over every model call made for the response — answer calls and
 summarization calls — with OpenAI's required details, plus two Engram fields: ``model_calls`` (calls made for the
-answer) and ``summary`` (null, or the conversation summary used: model, calls and tokens spent on it now — zero
-when a cached summary was reused — and estimated history sizes; see :mod:`chalicelib.responses.summarize`).
+answer), ``summary`` (null, or the conversation summary used: model, calls and tokens spent on it now — zero
+when a cached summary was reused — and estimated history sizes; see :mod:`chalicelib.responses.summarize`) and
+``memory`` (null, or what recall cost: embedding tokens, tokens injected into the instructions, milliseconds; see
+:mod:`chalicelib.responses.memory`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.chat.base import Usage
+from chalicelib.wire import ResponseStatus
 
 
 @dataclass
@@ -29,28 +32,29 @@ class ResponseState:
     model: str
     echo: dict[str, Any]
     created_at: int = field(default_factory=lambda: int(time.time()))
-    status: str = "in_progress"
+    status: ResponseStatus = "in_progress"
     output: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     summary_usage: dict[str, Any] | None = None
+    memory_usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     incomplete_details: dict[str, Any] | None = None
     completed_at: int | None = None
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: ResponseStatus) -> None:
         """Mark the response terminal (``completed``, ``incomplete`` or ``failed``) now."""
         self.status = status
         self.completed_at = int(time.time()) if status == "completed" else None
 
-    def body(self, *, include_results: bool = True) -> dict[str, Any]:
-        """The Response object as JSON-ready dict (a copy)."""
+    def body(self, *, include_results: bool = True, include_memory: bool = True) -> dict[str, Any]:
+        """The Response object as JSON-ready dict (a copy); search results hidden unless included."""
         body = {"id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
                 "background": False, "error": self.error, "incomplete_details": self.incomplete_details,
                 "completed_at": self.completed_at, "model": self.model, "output": self.output,
                 "usage": self._usage() if self.status != "in_progress" else None, **self.echo}
         body = copy.deepcopy(body)
-        return body if include_results else visible(body, include_results=False)
+        return visible(body, include_results=include_results, include_memory=include_memory)
 
     def _usage(self) -> dict[str, Any]:
         spent = self.usage
@@ -60,21 +64,27 @@ class ResponseState:
                 "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": spent.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": spent.input_tokens + spent.output_tokens,
-                "model_calls": self.model_calls, "summary": self.summary_usage}
+                "model_calls": self.model_calls, "summary": self.summary_usage, "memory": self.memory_usage}
 
 
-def visible(body: dict[str, Any], *, include_results: bool) -> dict[str, Any]:
-    """``body`` as a caller sees it: ``file_search_call.results`` set to null unless ``include_results``."""
-    if include_results:
+def visible(body: dict[str, Any], *, include_results: bool, include_memory: bool = False) -> dict[str, Any]:
+    """``body`` as a caller sees it: ``file_search_call.results`` set to null unless ``include_results``,
+    ``memory_search_call.results`` unless ``include_memory``."""
+    if include_results and include_memory:
         return body
     body = dict(body)
-    body["output"] = [hide_results(item) for item in body.get("output") or []]
+    body["output"] = [hide_results(item, include_results=include_results, include_memory=include_memory)
+                      for item in body.get("output") or []]
     return body
 
 
-def hide_results(item: dict[str, Any]) -> dict[str, Any]:
-    """A ``file_search_call`` item with ``results: null`` (other items unchanged)."""
-    if item.get("type") == "file_search_call":
+def hide_results(item: dict[str, Any], *, include_results: bool = False,
+                 include_memory: bool = False) -> dict[str, Any]:
+    """A ``file_search_call`` item with ``results: null`` unless ``include_results``, a ``memory_search_call``
+    item likewise unless ``include_memory`` (other items unchanged)."""
+    kind = item.get("type")
+    if (kind == "file_search_call" and not include_results) or (kind == "memory_search_call"
+                                                                 and not include_memory):
         return {**item, "results": None}
     return item
 

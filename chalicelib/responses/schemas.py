@@ -2,15 +2,17 @@
 
 Unknown fields are ignored, types are strict. Input items are validated one by one (:func:`parse_input`) so
 errors name the item (``input.2.content.0.text``). What Engram does not implement is refused with a 400 naming the
-field rather than silently ignored: ``background``, ``conversation``, ``prompt``, non-text ``text.format``, tools
-other than ``file_search`` and ``function``, image/file input parts.
+field rather than silently ignored: ``background``, ``prompt``, non-text ``text.format``, tools other than
+``file_search`` and ``function``, image/file input parts. ``conversation`` is checked by
+:func:`chalicelib.responses.conversations.requested`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from chalicelib.errors import InvalidRequestError
 from chalicelib.validation import validate
@@ -22,12 +24,17 @@ MAX_VECTOR_STORES = 16
 MAX_TOOLS = 128  # OpenAI's limit on function tools per request
 MAX_INPUT_ITEMS = 2048
 FILE_SEARCH_RESULTS = "file_search_call.results"
-# The SDK's ResponseIncludable values: accepted; only file_search_call.results changes anything here.
+MEMORY_SEARCH_RESULTS = "memory_search_call.results"  # Engram's memory_search_call item
+# The SDK's ResponseIncludable values (accepted; only the two *_call.results change anything here) and Engram's.
 INCLUDABLE = frozenset({
-    FILE_SEARCH_RESULTS, "web_search_call.results", "web_search_call.action.sources", "message.input_image.image_url",
+    FILE_SEARCH_RESULTS, MEMORY_SEARCH_RESULTS, "web_search_call.results", "web_search_call.action.sources",
+    "message.input_image.image_url",
     "computer_call_output.output.image_url", "code_interpreter_call.outputs", "reasoning.encrypted_content",
     "message.output_text.logprobs"})
 FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_MEMORY_TOP_K = 50
+# Item ids a client may give: OpenAI's charset ("letters, numbers, underscores, or dashes"), Engram's length cap.
+ITEM_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # whole string: ITEM_ID.fullmatch
 
 
 class _Body(BaseModel):
@@ -98,7 +105,8 @@ class ToolChoiceFileSearch(_Body):
     type: Literal["file_search"]
 
 
-ToolChoice = Literal["auto", "none", "required"] | ToolChoiceFunction | ToolChoiceFileSearch
+ToolChoiceOption = Literal["auto", "none", "required"]
+ToolChoice = ToolChoiceOption | ToolChoiceFunction | ToolChoiceFileSearch
 
 
 class TextFormat(_Body):
@@ -136,11 +144,51 @@ class CreateResponse(_Body):
     text: TextConfig | None = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = Field(default=None, max_length=512)
-    conversation: Any = None
+    conversation: Any = None  # "conv_..." or {"id": "conv_..."}: see conversations.requested
     prompt: Any = None
+    # Engram extensions (extra_body): memory around the response, and an agent profile's defaults.
+    memory: dict[str, Any] | bool | None = None  # checked as MemoryOptions by chalicelib.responses.memory
+    agent: str | None = Field(default=None, max_length=128)
+
+
+class MemoryOptions(BaseModel):
+    """Engram's ``memory`` extension (a request's ``extra_body``, an agent profile's or a tenant's defaults): the
+    scope (``user_id`` defaults to the request's ``user``; ``agent_id`` to the agent profile's id), whether to
+    ``recall`` before the model answers and ``remember`` after, how many memories (``top_k``) scoring at least
+    ``score_threshold``, whether earlier ``exchanges`` are recalled too (those with a cosine similarity of at least
+    ``exchange_threshold``), and whether long histories are ``summarization``-condensed. Unset fields fall
+    through to the next layer (request → agent → tenant → defaults: recall and remember on, 5 memories,
+    threshold 0.3, exchanges on with seed 004's 0.65, summarization on)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=128)
+    run_id: str | None = Field(default=None, min_length=1, max_length=128)
+    recall: bool | None = None
+    remember: bool | None = None
+    top_k: int | None = Field(default=None, ge=1, le=MAX_MEMORY_TOP_K)
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    exchanges: bool | None = None
+    exchange_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    summarization: bool | None = None
 
 
 # ---- input items ----
+
+def check_item_id(value: str) -> str:
+    """``value`` if it is a valid item id (:data:`ITEM_ID`).
+
+    Raises:
+        ValueError: anything else (pydantic turns it into a 400 naming the field).
+    """
+    if not ITEM_ID.fullmatch(value):
+        raise ValueError("expected an ID of 1 to 128 letters, numbers, underscores, or dashes")
+    return value
+
+
+ItemId = Annotated[str, AfterValidator(check_item_id)]
+
 
 class InputText(_Body):
     """``{"type": "input_text", "text"}``."""
@@ -173,7 +221,7 @@ class MessageItem(_Body):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[ContentPart]
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -203,7 +251,7 @@ class FunctionCallItem(_Body):
     call_id: str = Field(min_length=1, max_length=128)
     name: str = Field(pattern=FUNCTION_NAME)
     arguments: str
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
 
 class FunctionCallOutputItem(_Body):
@@ -212,7 +260,7 @@ class FunctionCallOutputItem(_Body):
     type: Literal["function_call_output"]
     call_id: str = Field(min_length=1, max_length=128)
     output: str | list[InputText]
-    id: str | None = Field(default=None, max_length=128)
+    id: ItemId | None = None
 
 
 class FileSearchResultItem(_Body):
@@ -231,7 +279,7 @@ class FileSearchCallItem(_Body):
     """A ``file_search_call`` replayed as input (e.g. a previous output sent back verbatim)."""
 
     type: Literal["file_search_call"]
-    id: str = Field(max_length=128)
+    id: ItemId
     queries: list[str]
     status: str = "completed"
     results: list[FileSearchResultItem] | None = None
@@ -245,7 +293,7 @@ _ITEM_MODELS: dict[str, type[BaseModel]] = {
 
 _TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool}
 _CHOICE_MODELS: dict[str, type[BaseModel]] = {"file_search": ToolChoiceFileSearch, "function": ToolChoiceFunction}
-TOOL_CHOICE_OPTIONS = ("auto", "none", "required")
+TOOL_CHOICE_OPTIONS: tuple[ToolChoiceOption, ...] = ("auto", "none", "required")
 
 
 def parse_tools(value: list[dict[str, Any]] | None) -> list[Tool]:
@@ -267,10 +315,10 @@ def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
     """
     if value is None or isinstance(value, dict):
         return None if value is None else _one_of(_CHOICE_MODELS, value, "tool_choice", "tool choices")
-    if value not in TOOL_CHOICE_OPTIONS:
-        raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
-                                  "object.", param="tool_choice", code="invalid_value")
-    return value
+    if value in TOOL_CHOICE_OPTIONS:
+        return value
+    raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
+                              "object.", param="tool_choice", code="invalid_value")
 
 
 def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) -> Any:
@@ -287,19 +335,34 @@ def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) 
         raise InvalidRequestError(message, param=param, code=exc.code) from None
 
 
-def parse_input(value: str | list[dict[str, Any]]) -> list[InputItem]:
-    """The request's ``input`` as typed items: a string is one user message.
+def parse_input(value: str | list[dict[str, Any]], *, param: str = "input",
+                max_items: int = MAX_INPUT_ITEMS) -> list[InputItem]:
+    """The request's ``input`` (or another list of input items, named ``param``, e.g. a conversation's ``items``)
+    as typed items: a string is one user message.
 
     Raises:
-        InvalidRequestError: an empty input, more than MAX_INPUT_ITEMS items, an item of an unsupported type,
-            or an invalid item (``param`` is the item's path, e.g. ``input.1.call_id``).
+        InvalidRequestError: an empty list, more than ``max_items`` items, an item of an unsupported type, or an
+            invalid item (``param`` is the item's path, e.g. ``input.1.call_id``).
     """
     if isinstance(value, str):
         return [MessageItem(role="user", content=value)]
     if not value:
-        raise InvalidRequestError("Invalid 'input': expected at least one item.", param="input",
-                                  code="empty_array")
-    if len(value) > MAX_INPUT_ITEMS:
-        raise InvalidRequestError(f"Invalid 'input': at most {MAX_INPUT_ITEMS} items are allowed, got {len(value)}.",
-                                  param="input", code="array_above_max_length")
-    return [_one_of(_ITEM_MODELS, raw, f"input.{index}", "input items") for index, raw in enumerate(value)]
+        raise InvalidRequestError(f"Invalid '{param}': expected at least one item.", param=param, code="empty_array")
+    if len(value) > max_items:
+        raise InvalidRequestError(f"Invalid '{param}': array too long. Expected an array with maximum length "
+                                  f"{max_items}, but got an array with length {len(value)} instead.", param=param,
+                                  code="array_above_max_length")
+    return [_one_of(_ITEM_MODELS, raw, f"{param}.{index}", "input items") for index, raw in enumerate(value)]
+
+
+def include_results(include: list[str] | None) -> bool:
+    """Whether ``include`` (a request's or a query's values) asks for ``file_search_call.results``.
+
+    Raises:
+        InvalidRequestError: (400, ``include.<i>``) a value that is not one of :data:`INCLUDABLE`.
+    """
+    for i, value in enumerate(include or []):
+        if value not in INCLUDABLE:
+            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
+                                      param=f"include.{i}", code="invalid_value")
+    return FILE_SEARCH_RESULTS in (include or [])

@@ -13,6 +13,7 @@ client is not stored.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,17 +23,21 @@ from chalicelib import deps, ids
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
+from chalicelib.memory import exchanges
+from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
-from chalicelib.responses import citations, history, items, loop, schemas, store, tools
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
 from chalicelib.responses.tokens import messages_tokens
+from chalicelib.responses.turns import Chain
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.paging import Page
 
 logger = logging.getLogger("engram.responses")
 
 _GENERIC = "The server had an error while processing your request."
+# A summary threshold no history reaches: summarization off (an agent's or a request's memory settings).
+NEVER_SUMMARIZE = 1 << 62
 
 
 @dataclass
@@ -47,13 +52,26 @@ class Run:
     history: history.History
     store: bool
     previous_response_id: str | None
+    memory_plan: memory.MemoryPlan | None = None
+    recalled: memory.Recalled | None = None
+    include_memory: bool = False
+    thread_id: str | None = None
+    conversation_id: str | None = None
     error: EngramError | None = field(default=None, init=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
         """The stream events, ``response.created`` first; sets :attr:`error` when the response fails."""
         emit, state, shown = Emitter(), self.state, self.config.include_results
-        yield emit.lifecycle("created", state.body(include_results=shown))
-        yield emit.lifecycle("in_progress", state.body(include_results=shown))
+
+        def body() -> dict[str, Any]:
+            return state.body(include_results=shown, include_memory=self.include_memory)
+
+        yield emit.lifecycle("created", body())
+        yield emit.lifecycle("in_progress", body())
+        if self.recalled is not None:  # recall ran before the first model call: its item is output 0
+            item = hide_results(state.output[0], include_memory=self.include_memory)
+            yield emit.item_added(0, item)
+            yield emit.item_done(0, item)
         try:
             yield from loop.run(self.config, state, emit)
             state.finish("incomplete" if state.incomplete_details else "completed")
@@ -62,14 +80,27 @@ class Run:
         except Exception as exc:  # a bug or an unexpected driver error: logged, reported generically
             logger.exception("response %s failed", state.id)
             self._fail(EngramError(_GENERIC), exc)
-        if self.store:
+        if self.store or self.conversation_id is not None:
+            self._remember()
             try:
                 self._persist()
             except Exception as exc:
                 logger.exception("storing response %s failed", state.id)
                 self._fail(EngramError(_GENERIC), exc)
         final = {"completed": "completed", "incomplete": "incomplete"}.get(state.status, "failed")
-        yield emit.lifecycle(final, state.body(include_results=shown))
+        yield emit.lifecycle(final, body())
+
+    def _remember(self) -> None:
+        """Dispatch the memory job of a completed response (never fails it: see :mod:`responses.memory`)."""
+        plan, state = self.memory_plan, self.state
+        if plan is None or not plan.remember or state.status != "completed":
+            return
+        answer = "\n\n".join(items.text_of(item) for item in state.output if item.get("type") == "message")
+        job_id = memory.remember(self.settings, self.tenant_id, plan, response_id=state.id,
+                                 thread_id=self.thread_id or state.id, prompt=_last_user_text(self.input_items),
+                                 answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
+        if self.recalled is not None:
+            self.recalled.item["memory_job_id"] = job_id
 
     def _fail(self, error: EngramError, cause: BaseException) -> None:
         self.error = error
@@ -82,15 +113,25 @@ class Run:
         self.state.finish("failed")
 
     def _persist(self) -> None:
+        """Store the response (``store``) and add its turn to its conversation, in one transaction. A response in
+        a conversation caches its summary there, and its own history is its turn alone."""
         state = self.state
-        turn_tokens = messages_tokens(items.to_messages([*self.input_items, *state.output]))
-        row = store.StoredResponse(
-            id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
-            created_at=None, status=state.status, response=state.body(include_results=True),
-            input_items=self.input_items, turn_tokens=turn_tokens, history_tokens=self.history.tokens + turn_tokens,
-            summary=self.history.summary if self.history.computed else None)
-        with tenant_connection(self.settings, self.tenant_id) as conn:
-            store.insert(conn, row)
+        turn = [*self.input_items, *state.output]
+        turn_tokens = messages_tokens(items.to_messages(turn))
+        computed = self.history.summary if self.history.computed else None
+        joined = self.conversation_id is not None
+        with tenant_connection(self.settings, self.tenant_id) as conn, conn.transaction():
+            if self.store:
+                store.insert(conn, store.StoredResponse(
+                    id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
+                    created_at=None, status=state.status, response=state.body(include_results=True),
+                    input_items=self.input_items, turn_tokens=turn_tokens,
+                    history_tokens=turn_tokens if joined else self.history.tokens + turn_tokens,
+                    summary=None if joined else computed))
+            if self.conversation_id is not None:
+                conversations.record_turn(conn, self.tenant_id, self.conversation_id, response_id=state.id,
+                                          turn_items=turn if state.status in ("completed", "incomplete") else None,
+                                          summary=computed)
 
 
 def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -99,7 +140,7 @@ def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> I
     Raises (before any event):
         InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, no backend
             configured for the model (param ``model``).
-        NotFoundError: (404) ``previous_response_id`` or a vector store unknown to the tenant.
+        NotFoundError: (404) ``previous_response_id``, ``conversation`` or a vector store unknown to the tenant.
         UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
     """
     return prepare(settings, tenant_id, body).events()
@@ -121,15 +162,23 @@ def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) ->
 
 
 def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
-    """Check a request and gather what it needs (backend, stores, history); see :func:`stream_events`."""
+    """Check a request and gather what it needs (agent profile, backend, stores, history, memories); see
+    :func:`stream_events`."""
     from chalicelib.validation import validate
 
+    profile, tenant_memory = _profile_and_defaults(settings, tenant_id, body)
+    if profile is not None:
+        body = agents.merge(body, profile)
     req = validate(schemas.CreateResponse, body)
     _refuse_unsupported(req)
+    conversation_id = conversations.requested(req.conversation, previous_response_id=req.previous_response_id)
     new_items = items.input_items(schemas.parse_input(req.input))
     parsed_tools = schemas.parse_tools(req.tools)
     file_search_tool, functions = _tools(parsed_tools)
     include_results = _include(req.include)
+    include_memory = schemas.MEMORY_SEARCH_RESULTS in (req.include or [])
+    plan = memory.resolve(req.memory, agent_memory=profile.memory if profile else None,
+                          agent_id=profile.id if profile else None, tenant_defaults=tenant_memory, user=req.user)
     choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
@@ -138,18 +187,31 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     if file_search_tool is not None:
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
         searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
-    past = history.EMPTY
-    if req.previous_response_id is not None:
-        with tenant_connection(settings, tenant_id) as conn:
-            chain = chains.load(conn, tenant_id, req.previous_response_id)
-        past = history.build(settings, chain, model=req.model)
-    system = "\n\n".join(part for part in (req.instructions, citations.GUIDE if searcher else None, past.preamble)
-                         if part)
+    chain = _continued(settings, tenant_id, req.previous_response_id, conversation_id, new_items)
+    thread_id = conversation_id
+    if thread_id is None and req.previous_response_id is not None and chain is not None:
+        if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
+            with tenant_connection(settings, tenant_id) as conn:
+                thread_id = exchanges.thread_of(conn, tenant_id, req.previous_response_id)
+        thread_id = thread_id or (chain.turns[0].id if chain.turns else req.previous_response_id)
+    summarizing = settings if plan is None or plan.summarization else dataclasses.replace(
+        settings, summary_threshold_tokens=NEVER_SUMMARIZE)
+    past = history.build(summarizing, chain, model=req.model) if chain is not None else history.EMPTY
+    recalled = None
+    if plan is not None and plan.recall:
+        recalled = memory.recall_for(settings, tenant_id, plan, _last_user_text(new_items),
+                                     embedder=deps.embedder(settings))
+    system = "\n\n".join(part for part in (req.instructions, recalled.block if recalled else None,
+                                            citations.GUIDE if searcher else None, past.preamble) if part)
     messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
     messages += items.to_messages(new_items)
     items.check_tool_outputs(messages)
-    state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model, echo=_echo(req, parsed_tools))
+    state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
+                          echo=_echo(req, parsed_tools, conversation_id))
     state.summary_usage = past.usage
+    if recalled is not None:
+        state.output.append(recalled.item)
+        state.memory_usage = recalled.item.get("usage")
     config = loop.LoopConfig(
         backend=backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),
@@ -159,17 +221,60 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
         include_results=include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
         top_p=req.top_p, sources=past.sources)
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
-               history=past, store=req.store is not False, previous_response_id=req.previous_response_id)
+               history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
+               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=thread_id,
+               conversation_id=conversation_id)
+
+
+def _profile_and_defaults(settings: Settings, tenant_id: str,
+                          body: dict[str, Any]) -> tuple[agents.Agent | None, dict[str, Any] | None]:
+    """The agent profile the request names (``agent``) and the tenant's memory defaults, in one connection.
+
+    Raises:
+        InvalidRequestError: a malformed agent id. NotFoundError: no such agent for this tenant.
+    """
+    from chalicelib.store import tenants
+
+    agent_id = body.get("agent")
+    if agent_id is not None and isinstance(agent_id, str):
+        ids.validate_id(agent_id, ids.AGENT, param="agent")
+    with tenant_connection(settings, tenant_id) as conn:
+        profile = agents.get(conn, tenant_id, agent_id, param="agent") if isinstance(agent_id, str) else None
+        return profile, tenants.memory_defaults(conn, tenant_id)
+
+
+def _last_user_text(input_items: list[dict[str, Any]]) -> str:
+    """The text of the request's last user message (what recall searches for and an exchange keeps)."""
+    for item in reversed(input_items):
+        if item.get("type") == "message" and item.get("role") == "user":
+            return items.text_of(item)
+    return ""
+
+
+def _continued(settings: Settings, tenant_id: str, previous_response_id: str | None, conversation_id: str | None,
+               new_items: list[dict[str, Any]]) -> Chain | None:
+    """The turns a request continues: its conversation's or its ``previous_response_id`` chain (None: neither).
+
+    Raises:
+        NotFoundError: (404) no such conversation or stored response for this tenant.
+        InvalidRequestError: (400) an input item reusing the id of a conversation's item.
+    """
+    if conversation_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            return conversations.load_chain(conn, tenant_id, conversation_id, new_items)
+    if previous_response_id is not None:
+        with tenant_connection(settings, tenant_id) as conn:
+            return chains.load(conn, tenant_id, previous_response_id)
+    return None
 
 
 def _refuse_unsupported(req: schemas.CreateResponse) -> None:
     if req.background:
         raise InvalidRequestError("Background responses are not supported; omit 'background' or set it to false.",
                                   param="background", code="unsupported_parameter")
-    for name in ("conversation", "prompt"):
-        if getattr(req, name) is not None:
-            raise InvalidRequestError(f"'{name}' is not supported; chain responses with 'previous_response_id'.",
-                                      param=name, code="unsupported_parameter")
+    if req.prompt is not None:
+        raise InvalidRequestError("'prompt' is not supported; send the prompt's text as 'instructions' and 'input'.",
+                                  param="prompt", code="unsupported_parameter")
 
 
 def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, list[schemas.FunctionTool]]:
@@ -187,17 +292,13 @@ def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, l
 
 
 def _include(include: list[str] | None) -> bool:
-    for i, value in enumerate(include or []):
-        if value not in schemas.INCLUDABLE:
-            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
-                                      param=f"include.{i}", code="invalid_value")
-    return schemas.FILE_SEARCH_RESULTS in (include or [])
+    return schemas.include_results(include)
 
 
 def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
                  functions: list[schemas.FunctionTool]) -> str | dict[str, Any]:
     """The first model call's tool choice in the backend's terms (``{"name": ...}`` to force one tool)."""
-    if choice is None or choice in ("auto", "none"):
+    if choice is None or choice == "auto" or choice == "none":
         return choice or "auto"
     if choice == "required":
         if file_search_tool is None and not functions:
@@ -214,16 +315,17 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
     return {"name": choice.name}
 
 
-def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool]) -> dict[str, Any]:
-    tool_choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
-    if not isinstance(tool_choice, str):
-        tool_choice = tool_choice.model_dump()
+def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool],
+          conversation_id: str | None) -> dict[str, Any]:
+    choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
+    tool_choice = choice if isinstance(choice, str) else choice.model_dump()
     return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
             "store": req.store is not False, "metadata": req.metadata or {},
             "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,
             "parallel_tool_calls": req.parallel_tool_calls is not False, "max_tool_calls": req.max_tool_calls,
             "max_output_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
-            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user}
+            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user,
+            "conversation": {"id": conversation_id} if conversation_id is not None else None}
 
 
 # ---- stored responses ----
@@ -239,7 +341,8 @@ def retrieve(settings: Settings, tenant_id: str, response_id: str, *, include: l
     shown = _include(include)
     with tenant_connection(settings, tenant_id) as conn:
         row = store.get(conn, tenant_id, response_id)
-    return visible(row.response, include_results=shown)
+    return visible(row.response, include_results=shown,
+                   include_memory=schemas.MEMORY_SEARCH_RESULTS in (include or []))
 
 
 def delete(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:
@@ -267,7 +370,8 @@ def input_items(settings: Settings, tenant_id: str, response_id: str, page: Page
     shown = _include(include)
     with tenant_connection(settings, tenant_id) as conn:
         data, has_more = store.input_items_page(conn, tenant_id, response_id, page)
-    return [item if shown else hide_results(item) for item in data], has_more
+    memory_shown = schemas.MEMORY_SEARCH_RESULTS in (include or [])
+    return [hide_results(item, include_results=shown, include_memory=memory_shown) for item in data], has_more
 
 
 def cancel(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
+from chalicelib.responses.turns import Summary, Turn
 from chalicelib.store.paging import Page
+from chalicelib.wire import ResponseStatus
 
 # A chain walk never follows more links than this (a guard; summaries keep real walks short).
 MAX_CHAIN = 10_000
@@ -28,23 +30,12 @@ class StoredResponse:
     tenant_id: str
     previous_response_id: str | None
     created_at: datetime | None  # None on a row not yet inserted (the database sets it)
-    status: str
+    status: ResponseStatus
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     turn_tokens: int
     history_tokens: int
-    summary: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One response of a conversation chain as history needs it (oldest first in :func:`chain`)."""
-
-    id: str
-    input_items: list[dict[str, Any]]
-    output: list[dict[str, Any]]
-    turn_tokens: int
-    summary: dict[str, Any] | None
+    summary: Summary | None
 
 
 _COLUMNS = ("id, tenant_id, previous_response_id, created_at, status, response, input_items, turn_tokens, "
@@ -159,7 +150,7 @@ def exists(conn: psycopg.Connection, tenant_id: str, response_id: str) -> bool:
     return conn.execute(_EXISTS, {"tenant": tenant_id, "id": response_id}).fetchone() is not None
 
 
-def set_summary(conn: psycopg.Connection, tenant_id: str, response_id: str, summary: dict[str, Any],
+def set_summary(conn: psycopg.Connection, tenant_id: str, response_id: str, summary: Summary,
                 history_tokens: int) -> None:
     """Cache a conversation summary on a response (and the shorter history it leaves)."""
     conn.execute(_SET_SUMMARY, {"tenant": tenant_id, "id": response_id, "summary": Jsonb(summary),

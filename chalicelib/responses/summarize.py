@@ -7,11 +7,14 @@ the history grows past the threshold again (the old summary is then folded into 
 :func:`precompute_summaries` (a scheduled handler) condenses long chains that have no summary yet, storing the
 summary on the chain's latest response, so the next request needs no summarization call.
 
-Window: the ``settings.summary_keep_turns`` most recent turns stay verbatim, but at least one turn is always
-condensed (a few huge turns still shrink). Model: ``settings.summary_model`` (a smaller one) or the request's.
-A summary (stored in ``responses.summary``) is::
+Turns come from a ``previous_response_id`` chain or from a conversation (:mod:`turns`); the same code condenses
+both. Window: the ``settings.summary_keep_turns`` most recent turns stay verbatim, but at least one turn is always
+condensed (a few huge turns still shrink), and the window never opens with a function output whose call was
+condensed (:func:`window_start`). Model: ``settings.summary_model`` (a smaller one) or the request's.
+A summary (stored in ``responses.summary``, or ``conversations.summary``) is::
 
-    {"text": str, "through": "resp_…" (last turn it covers), "tokens": int (estimated, as history),
+    {"text": str, "through": "resp_…" (last turn it covers; for a conversation the id of that turn's last item),
+     "tokens": int (estimated, as history),
      "turns": int (turns it covers in total), "model": str, "input_tokens": int, "output_tokens": int,
      "created_at": int (Unix seconds)}
 """
@@ -27,8 +30,8 @@ from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult
 from chalicelib.config import Settings
 from chalicelib.jobs.model import JobContext, JobResult
 from chalicelib.responses import items, store
-from chalicelib.responses.chain import Chain
 from chalicelib.responses.tokens import TOKENS_PER_MESSAGE, text_tokens
+from chalicelib.responses.turns import Chain, Summary, Turn
 
 logger = logging.getLogger("engram.responses")
 
@@ -79,21 +82,45 @@ def condense(settings: Settings, chain: Chain, *, model: str) -> tuple[Chain, di
     """
     turns = list(chain.turns)
     keep = max(0, min(settings.summary_keep_turns, len(turns) - 1))
-    older, recent = turns[:len(turns) - keep], turns[len(turns) - keep:]
+    split = window_start(turns, len(turns) - keep)
+    older, recent = turns[:split], turns[split:]
     conversation = [item for turn in older for item in (*turn.input_items, *turn.output)]
     earlier = chain.summary["text"] if chain.summary else None
     text, result, used = summarize(settings, model, earlier, items.to_messages(conversation))
-    summary = {"text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
-               "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
-               "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-               "created_at": int(time.time())}
+    summary: Summary = {
+        "text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
+        "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
+        "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+        "created_at": int(time.time())}
     usage = {"model": used, "model_calls": 1, "input_tokens": result.usage.input_tokens,
              "output_tokens": result.usage.output_tokens, "reused": False, "summarized_turns": summary["turns"],
              "summary_tokens": summary["tokens"]}
     return Chain(tuple(recent), summary), usage
 
 
-def reused_usage(summary: dict[str, Any], *, history_tokens: int) -> dict[str, Any]:
+def window_start(turns: Sequence[Turn], split: int) -> int:
+    """Where the verbatim window may start (1 ≤ result ≤ ``len(turns)``): ``split``, or the nearest earlier turn —
+    else the nearest later one — whose window holds no ``function_call_output`` answering a call folded into the
+    summary (a chat backend refuses a tool message without its call; a call and its output added in different
+    turns, e.g. a conversation's items call, would otherwise be split)."""
+
+    def whole(start: int) -> bool:
+        calls: set[Any] = set()
+        for turn in turns[start:]:
+            for item in (*turn.input_items, *turn.output):
+                if item.get("type") == "function_call":
+                    calls.add(item.get("call_id"))
+                elif item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+                    return False
+        return True
+
+    for start in [*range(split, 0, -1), *range(split + 1, len(turns) + 1)]:
+        if whole(start):
+            return start
+    return len(turns)
+
+
+def reused_usage(summary: Summary, *, history_tokens: int) -> dict[str, Any]:
     """The ``usage.summary`` block when a cached summary is used as is (no model call spent now)."""
     return {"model": summary.get("model"), "model_calls": 0, "input_tokens": 0, "output_tokens": 0, "reused": True,
             "summarized_turns": summary.get("turns"), "summary_tokens": summary.get("tokens"),
@@ -122,8 +149,9 @@ def precompute_summaries(settings: Settings, *, limit: int = 50, tenant_id: str 
             except EngramError:
                 logger.exception("summarizing conversation ending %s failed", response_id)
                 continue
-            store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
-            done += 1
+            if shorter.summary is not None:  # condense always leaves one
+                store.set_summary(conn, tenant, response_id, shorter.summary, shorter.tokens)
+                done += 1
     return done
 
 

@@ -22,6 +22,7 @@ from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.vector_stores import VectorStore
+from chalicelib.wire import FileSearchResult
 
 MAX_QUERIES_PER_CALL = 5  # queries the model may send in one call (more are ignored)
 
@@ -46,7 +47,7 @@ class FileSearch:
     filters: Any
     ranking: RankingOptions
 
-    def run(self, queries: list[str]) -> list[dict[str, Any]]:
+    def run(self, queries: list[str]) -> list[FileSearchResult]:
         """Search and return results ``{file_id, filename, score, text, attributes}`` (best first, at most
         ``max_num_results``; an empty store gives ``[]``).
 
@@ -65,7 +66,8 @@ class FileSearch:
 
 
 def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: int) -> FileSearch:
-    """Check a request's ``file_search`` tool (``tools[index]``) against the tenant's stores.
+    """Check a request's ``file_search`` tool (``tools[index]``) against the tenant's stores (and stores other
+    tenants shared, which any tenant may search).
 
     Raises:
         InvalidRequestError: (400) a malformed store id, an expired store, a store of another embedding model,
@@ -82,7 +84,7 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
     with tenant_connection(settings, tenant_id) as conn:
         for store_id in dict.fromkeys(tool.vector_store_ids):
             try:
-                store = vector_stores.get(conn, tenant_id, store_id)
+                store = vector_stores.get(conn, tenant_id, store_id, shared=True)
                 vector_stores.require_active(store, datetime.now(UTC))
                 vector_stores.check_embedding(store, embedder.model, embedder.dimension)
             except (NotFoundError, InvalidRequestError) as exc:

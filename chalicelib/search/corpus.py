@@ -14,12 +14,13 @@ BM25's collection statistics come from one of two places:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from psycopg import sql
 
-__all__ = ["CHUNKS", "Corpus", "Scope"]
+__all__ = ["CHUNKS", "EXCHANGES", "MEMORIES", "Corpus", "Scope", "store_scope"]
 
 Statistics = Literal["maintained", "scope"]
 
@@ -30,8 +31,9 @@ class Corpus:
 
     Attributes:
         name: short name for logs and metrics (``chunks``).
-        table: the table (columns ``id``, ``tenant_id``, ``keywords``, ``keyword_length``, ``embedding_dim``,
-            ``embedding``, ``attributes``).
+        table: the table (columns ``tenant_id``, ``keywords``, ``keyword_length``, ``embedding_dim``, ``embedding``
+            and a bigint row id ``id_column``; filters compile against whichever JSON column the caller names).
+        id_column: the bigint column identifying a row in results (``id`` for chunks, ``seq`` for memories).
         statistics: where BM25's statistics come from (see the module docstring).
         partition_column: the column naming a row's partition (``vector_store_id``) for maintained statistics.
         topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only).
@@ -41,6 +43,7 @@ class Corpus:
     name: str
     table: str
     statistics: Statistics
+    id_column: str = "id"
     partition_column: str | None = None
     topk_function: str | None = None
     hnsw_prefix: str | None = None
@@ -49,13 +52,19 @@ class Corpus:
         """The table as an SQL identifier."""
         return sql.Identifier(self.table)
 
+    def row_id(self) -> sql.Identifier:
+        """The row-id column as an SQL identifier."""
+        return sql.Identifier(self.id_column)
+
 
 @dataclass(frozen=True, slots=True)
 class Scope:
     """The rows one search may return.
 
     Attributes:
-        tenant_id: the caller's tenant (every statement also filters on it; row-level security stands behind).
+        tenant_ids: the tenants whose rows the scope holds: the caller's, plus the owners of any shared vector stores
+            searched (every statement filters ``tenant_id = ANY(tenant_ids)``; row-level security, acting as the
+            caller, stands behind and lets the caller read exactly its own rows and shared stores' rows).
         predicate: an SQL boolean over the corpus table, alias-free (e.g. ``vector_store_id = ANY(%(stores)s)``),
             with its named ``params``.
         rows: how many rows the scope holds (an estimate will do): chooses exact vs HNSW vector search and
@@ -63,7 +72,7 @@ class Scope:
         partitions: the partitions the scope covers (vector store ids), for maintained statistics.
     """
 
-    tenant_id: str
+    tenant_ids: tuple[str, ...]
     predicate: sql.Composable
     params: dict[str, Any]
     rows: int
@@ -75,7 +84,16 @@ CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partitio
                 topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw")
 
 
-def store_scope(tenant_id: str, store_ids: list[str], rows: int) -> Scope:
-    """The chunks of the tenant's vector stores ``store_ids`` (holding ``rows`` chunks together)."""
-    return Scope(tenant_id=tenant_id, predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
+# Agent memories (migration 0010): small scopes (one user's, agent's or run's), statistics over the scope itself.
+MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_column="seq")
+# Exchanges (migration 0015): a user's earlier turns, searched like memories.
+EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
+
+
+def store_scope(tenant_ids: str | Sequence[str], store_ids: list[str], rows: int) -> Scope:
+    """The chunks of vector stores ``store_ids`` (holding ``rows`` chunks together) owned by ``tenant_ids``: one
+    tenant, or several (the caller and the owners of shared stores among ``store_ids``; duplicates are dropped)."""
+    owners = (tenant_ids,) if isinstance(tenant_ids, str) else tuple(dict.fromkeys(tenant_ids))
+    return Scope(tenant_ids=owners,
+                 predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
                  params={"scope_stores": list(store_ids)}, rows=rows, partitions=tuple(store_ids))

@@ -61,6 +61,9 @@ def _compile(node: Any, path: str, depth: int, counter: itertools.count, params:
     if not isinstance(node, dict):
         raise InvalidRequestError(f"Invalid '{path}': expected an object.", param=path)
     kind = node.get("type", "eq")
+    if not isinstance(kind, str):
+        raise InvalidRequestError(f"Invalid '{path}.type': expected a string (eq, ne, gt, gte, lt, lte, in, nin, and, "
+                                  "or).", param=f"{path}.type")
     if kind in ("and", "or"):
         if depth >= MAX_DEPTH:
             raise InvalidRequestError(f"Invalid '{path}': filters nest deeper than {MAX_DEPTH} levels.", param=path)

@@ -9,13 +9,16 @@ score is 1.0 and every score lies in [0, 1].
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 # Cormack et al. 2009 ("Reciprocal Rank Fusion outperforms Condorcet and individual rank learning methods").
 RRF_K = 60
 
+K = TypeVar("K", bound=Hashable)
 
-def reciprocal_rank_fusion(rankings: Sequence[tuple[float, Sequence[Hashable]]], *,
-                           k: int = RRF_K) -> list[tuple[Hashable, float]]:
+
+def reciprocal_rank_fusion(rankings: Sequence[tuple[float, Sequence[K]]], *,
+                           k: int = RRF_K) -> list[tuple[K, float]]:
     """Fuse ``rankings`` — ``(weight, ids best first)`` pairs — into ``(id, score)`` best first, scores in [0, 1].
 
     Lists with weight 0 are ignored; ties keep first-seen order. Returns ``[]`` when every weight is 0.
@@ -24,7 +27,7 @@ def reciprocal_rank_fusion(rankings: Sequence[tuple[float, Sequence[Hashable]]],
     if not weights:
         return []
     best = sum(w / (k + 1) for w in weights)
-    scores: dict[Hashable, float] = {}
+    scores: dict[K, float] = {}
     for weight, ids in rankings:
         if weight <= 0:
             continue

@@ -51,29 +51,30 @@ WITH q AS (SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s
      df AS (SELECT s.lexeme, sum(s.df) AS df FROM keyword_stats s
             WHERE s.vector_store_id = ANY(%(partitions)s) AND s.lexeme IN (SELECT lexeme FROM q) GROUP BY 1),
      totals AS (SELECT coalesce(sum(chunk_count), 0) AS n, coalesce(sum(keyword_length), 0) AS len
-                FROM vector_stores WHERE tenant_id = %(tenant)s AND id = ANY(%(partitions)s))
+                FROM vector_stores WHERE tenant_id = ANY(%(tenants)s) AND id = ANY(%(partitions)s))
 SELECT q.lexeme, coalesce(df.df, 0), totals.n, totals.len
 FROM q LEFT JOIN df USING (lexeme) CROSS JOIN totals ORDER BY q.lexeme"""
-_LEXEMES = "SELECT DISTINCT t.lexeme FROM unnest(to_tsvector('english', %(query)s)) AS t ORDER BY 1"
 _EXHAUSTIVE = """
-SELECT id, score FROM (
-    SELECT id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score FROM {table}
-    WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter}) AS scored
-WHERE score > 0 ORDER BY score DESC, id LIMIT %(limit)s"""
+SELECT row_id, score FROM (
+    SELECT {id} AS row_id, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s) AS score
+    FROM {table} WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter}) AS scored
+WHERE score > 0 ORDER BY score DESC, row_id LIMIT %(limit)s"""
 _TOPK = """SELECT chunk_id, score
 FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(exact)s, %(filter)s)"""
 # Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
+# The query's lexemes are computed in the statement too (one round trip; none → no rows).
 _SCOPE_SCORED = """
-WITH d AS (SELECT id, keywords, keyword_length FROM {table} WHERE tenant_id = %(tenant)s AND ({scope})),
+WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms FROM unnest(to_tsvector('english', %(query)s)) AS t),
+     d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
+           WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter}),
      totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
      hits AS (SELECT d.id, d.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
-              FROM d, unnest(ts_filter(setweight(d.keywords, 'A', %(terms)s), '{{a}}')) AS t),
+              FROM d, unnest(ts_filter(setweight(d.keywords, 'A', (SELECT terms FROM q)), '{{a}}')) AS t),
      idf AS (SELECT h.lexeme, ln(1 + (totals.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
              FROM hits h, totals GROUP BY h.lexeme, totals.n)
 SELECT h.id,
        sum(idf.idf * h.tf * (%(k1)s + 1) / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score
 FROM hits h JOIN idf USING (lexeme) CROSS JOIN totals
-WHERE h.id IN (SELECT id FROM {table} WHERE tenant_id = %(tenant)s AND ({scope}) AND {filter})
 GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
 
 
@@ -99,7 +100,7 @@ def idf(n: float, df: float) -> float:
 def query_terms(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str) -> QueryTerms | None:
     """The BM25 view of ``query`` over ``scope``'s partitions (maintained statistics), or None when the query has
     no indexable word (only stop words or punctuation) or the scope no row."""
-    rows = conn.execute(_MAINTAINED_TERMS, {"query": _clean(query), "tenant": scope.tenant_id,
+    rows = conn.execute(_MAINTAINED_TERMS, {"query": _clean(query), "tenants": list(scope.tenant_ids),
                                             "partitions": list(scope.partitions)}).fetchall()
     if not rows or not rows[0][2]:
         return None
@@ -132,13 +133,13 @@ def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
 
 def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
                 where: CompiledFilter | None) -> list[tuple[int, float]]:
-    params: dict[str, Any] = {**scope.params, "tenant": scope.tenant_id, "terms": terms.lexemes,
+    params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "terms": terms.lexemes,
                               "idfs": terms.idfs, "avgdl": terms.avgdl, "limit": limit}
     filter_expression: sql.Composable = sql.SQL("true")
     if where is not None:
         filter_expression = where.expression
         params.update(where.params)
-    statement = sql.SQL(_EXHAUSTIVE).format(table=corpus.identifier(), scope=scope.predicate,
+    statement = sql.SQL(_EXHAUSTIVE).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
                                             filter=filter_expression)
     return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
 
@@ -158,16 +159,14 @@ def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTe
 
 def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int,
                   where: CompiledFilter | None) -> list[tuple[int, float]]:
-    lexemes = [row[0] for row in conn.execute(_LEXEMES, {"query": _clean(query)}).fetchall()]
-    if not lexemes:
-        return []
-    params: dict[str, Any] = {**scope.params, "tenant": scope.tenant_id, "terms": lexemes, "limit": limit,
+    params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "query": _clean(query),
+                              "limit": limit,
                               "k1": BM25_K1, "b": BM25_B}
     filter_expression: sql.Composable = sql.SQL("true")
     if where is not None:
         filter_expression = where.expression
         params.update(where.params)
-    statement = sql.SQL(_SCOPE_SCORED).format(table=corpus.identifier(), scope=scope.predicate,
+    statement = sql.SQL(_SCOPE_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
                                               filter=filter_expression)
     return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
 

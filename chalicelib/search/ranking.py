@@ -21,7 +21,7 @@ from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.fusion import reciprocal_rank_fusion
 from chalicelib.search.keyword import keyword_search, query_terms
 from chalicelib.search.vector import VectorScope, vector_search
-from chalicelib.store.vector_stores import hnsw_index
+from chalicelib.store.vector_stores import HnswIndex, hnsw_index
 
 __all__ = ["Ranked", "Weights", "rank"]
 
@@ -47,10 +47,12 @@ class Ranked:
 
 def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequence[str], *, embedder: Embedder,
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
-         indexed_rows: int) -> list[Ranked]:
+         indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity; otherwise by reciprocal-rank
-    fusion of every leg's list.
+    fusion of every leg's list. ``vectors`` (one per query, ``embedder.dimension`` floats each) are the queries'
+    embeddings when the caller computed them already (memory recall reuses its query vector); else they are
+    embedded here.
 
     Raises:
         UpstreamError: embedding the queries failed.
@@ -59,11 +61,14 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     similarity: dict[int, float] = {}
     keyword: dict[int, float] = {}
     if weights.embedding > 0 and scope.rows > 0:
-        index = hnsw_index(conn, embedder.dimension)
+        # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
+        index = (hnsw_index(conn, embedder.dimension) if corpus.hnsw_prefix is not None
+                 else HnswIndex(kind=None, iterative_scan=False))
         vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
-        started = time.perf_counter()
-        vectors = embedder.embed(list(queries))
-        observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
+        if vectors is None:
+            started = time.perf_counter()
+            vectors = embedder.embed(list(queries))
+            observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
         for vector in vectors:
             rows = vector_search(conn, vector_scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
                                  exact_scan_max_rows=settings.exact_scan_max_rows,

@@ -1,4 +1,11 @@
-"""Hybrid search over a tenant's vector stores: validate the request, run both legs per query, fuse, fetch.
+"""Hybrid search over a tenant's vector stores (and stores other tenants shared): validate the request, run both
+legs per query, fuse, fetch.
+
+A shared store (migrations/0014_shared_stores.sql) is searched like the caller's own: its rows carry its owner's
+``tenant_id``, so statements filter on the owners of the stores searched while row-level security, acting as the
+caller, lets through exactly the caller's rows and shared stores' rows. A hit of a shared store shows what a hit
+of one's own store shows — file id, filename (for citations), text, attributes, score — but the file itself stays
+the owner's: retrieving it or its content is "not found" for anyone else.
 
 Scores: hybrid and keyword-only results carry the normalised reciprocal-rank-fusion score (``fusion``); vector-only
 results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. All scores lie in [0, 1] and
@@ -19,6 +26,7 @@ from chalicelib.errors import InvalidRequestError
 from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
+from chalicelib.store.db import one
 from chalicelib.store.vector_stores import VectorStore, check_embedding
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -29,11 +37,15 @@ MIN_CANDIDATES = 100
 RANKERS = ("auto", "default-2024-11-15", "none")
 
 _INDEXED_ROWS = "SELECT coalesce(sum(chunk_count), 0) FROM vector_stores WHERE embedding_dim = %s"
+# The filename: from files (the caller's own files), else from shared_store_files (a shared store's, which the
+# caller may not read in files); COALESCE evaluates the subquery only when the first is NULL.
 _FETCH = """
-SELECT c.id, c.vector_store_id, c.file_id, f.filename, c.chunk_index, c.text, c.attributes,
-       c.page_start, c.page_end, c.char_start, c.char_end
-FROM chunks c JOIN files f ON f.id = c.file_id
-WHERE c.tenant_id = %(tenant)s AND c.id = ANY(%(ids)s)"""
+SELECT c.id, c.vector_store_id, c.file_id,
+       coalesce(f.filename, (SELECT s.filename FROM shared_store_files s
+                             WHERE s.vector_store_id = c.vector_store_id AND s.file_id = c.file_id)),
+       c.chunk_index, c.text, c.attributes, c.page_start, c.page_end, c.char_start, c.char_end
+FROM chunks c LEFT JOIN files f ON f.id = c.file_id
+WHERE c.tenant_id = ANY(%(tenants)s) AND c.id = ANY(%(ids)s)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +117,15 @@ def _number(value: Any, param: str) -> float:
 def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore], query: str | Sequence[str], *,
            embedder: Embedder, settings: Settings, limit: int = 10, filters: Any = None,
            ranking: RankingOptions = RankingOptions(), max_results: int = MAX_RESULTS_API) -> list[SearchHit]:
-    """Search ``stores`` (all the tenant's, same embedding model) for ``query`` (one string or several, fused).
+    """Search ``stores`` (the tenant's or shared, same embedding model) for ``query`` (one string or several,
+    fused).
 
     Returns at most ``limit`` hits, best first, each with ``score >= ranking.score_threshold``. A filtered or
     store-scoped search returns ``min(limit, matching chunks)`` hits (before the threshold).
 
     Raises:
-        InvalidRequestError: empty query, ``limit`` outside 1..``max_results``, bad filters.
+        InvalidRequestError: empty query, ``limit`` outside 1..``max_results``, bad filters, a store that is
+            neither the tenant's nor shared.
         EmbeddingMismatchError: a store's embedding model differs from ``embedder``'s.
         UpstreamError: embedding the query failed.
     """
@@ -123,23 +137,25 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     if not stores:
         return []
     for store in stores:
-        if store.tenant_id != tenant_id:  # defence in depth: callers load stores by tenant
+        if store.tenant_id != tenant_id and not store.shared:  # defence in depth: callers load stores by tenant
             raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
-    (indexed,) = conn.execute(_INDEXED_ROWS, (embedder.dimension,)).fetchone()
-    scope = store_scope(tenant_id, [s.id for s in stores], sum(s.chunk_count for s in stores))
+    (indexed,) = one(conn.execute(_INDEXED_ROWS, (embedder.dimension,)))
+    owners = [tenant_id, *(s.tenant_id for s in stores)]
+    scope = store_scope(owners, [s.id for s in stores], sum(s.chunk_count for s in stores))
     ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                   depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),
                   weights=Weights(ranking.embedding_weight, ranking.text_weight))
     scored = [(r.id, r.score) for r in ranked if r.score >= ranking.score_threshold][:limit]
-    return _fetch(conn, tenant_id, scored)
+    return _fetch(conn, scope.tenant_ids, scored)
 
 
-def _fetch(conn: psycopg.Connection, tenant_id: str, scored: list[tuple[Any, float]]) -> list[SearchHit]:
+def _fetch(conn: psycopg.Connection, tenant_ids: Sequence[str], scored: list[tuple[Any, float]]) -> list[SearchHit]:
     if not scored:
         return []
-    rows = {r[0]: r for r in conn.execute(_FETCH, {"tenant": tenant_id, "ids": [cid for cid, _ in scored]}).fetchall()}
+    rows = {r[0]: r for r in conn.execute(_FETCH, {"tenants": list(tenant_ids),
+                                                   "ids": [cid for cid, _ in scored]}).fetchall()}
     hits = []
     for cid, score in scored:
         r = rows.get(cid)

@@ -8,7 +8,8 @@ attributes) can silently return fewer than k rows. This leg never does:
    (heap row and TOASTed vector); the HNSW scan of a scope holding a share ``s`` of the indexed rows visits about
    ``ef + limit / s`` index tuples (each checked against the scope in the heap) until ``limit`` of them are in the
    scope. So a small scope inside a big index is scanned exactly, a big one (or a small index) through the graph.
-   Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0 forces it.
+   Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0 forces it. A corpus without an HNSW
+   index (memories, exchanges: one user's rows, read through the scope's btree) is always scanned exactly.
 2. The HNSW scan uses the partial index with ``hnsw.ef_search`` raised in proportion to how small a share of the
    indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and, on
    pgvector ≥ 0.8, ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until enough rows pass.
@@ -66,7 +67,8 @@ def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Se
     """
     if scope.scope_rows == 0 or limit <= 0:
         return []
-    indexable = scope.dim <= (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
+    indexable = scope.corpus.hnsw_prefix is not None and scope.dim <= (
+        HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
     share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
     ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))
     if indexable and (scope.scope_rows > exact_scan_max_rows
@@ -94,8 +96,8 @@ def prefer_exact(scope_rows: int, indexed_rows: int, limit: int, ef: int, iterat
 
 
 def _scope_sql(scope: VectorScope, where: CompiledFilter | None) -> tuple[sql.Composable, dict[str, Any]]:
-    params: dict[str, Any] = {**scope.scope.params, "tenant": scope.scope.tenant_id, "dim": scope.dim}
-    clause = sql.SQL("tenant_id = %(tenant)s AND ({}) AND embedding_dim = %(dim)s").format(scope.scope.predicate)
+    params: dict[str, Any] = {**scope.scope.params, "tenants": list(scope.scope.tenant_ids), "dim": scope.dim}
+    clause = sql.SQL("tenant_id = ANY(%(tenants)s) AND ({}) AND embedding_dim = %(dim)s").format(scope.scope.predicate)
     if where is not None:
         clause = sql.SQL("{} AND {}").format(clause, where.expression)
         params.update(where.params)
@@ -108,10 +110,10 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
     cast = vector_cast(scope.dim, halfvec=halfvec)
     # The ORDER BY expression must match the partial index expression exactly for the planner to use it.
     distance = sql.SQL("(embedding::{cast} <=> %(q)s::{cast})").format(cast=cast)
-    statement = sql.SQL("SELECT id, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
-        d=distance, table=scope.corpus.identifier(), where=clause)
+    statement = sql.SQL("SELECT {id}, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
+        id=scope.corpus.row_id(), d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
-    settings = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
+    settings: list[sql.SQL | sql.Composed] = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
     if iterative_scan:
         settings += [sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
                      sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(ITERATIVE_MAX_SCAN_TUPLES))]
@@ -131,8 +133,9 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
     # `embedding <=> q` (no cast) cannot use the expression index: the planner reads the scope through
     # chunks_scope and sorts, i.e. an exact k-NN.
     statement = sql.SQL(
-        "SELECT id, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
-        "ORDER BY distance LIMIT %(limit)s").format(table=scope.corpus.identifier(), where=clause)
+        "SELECT {id}, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
+        "ORDER BY distance LIMIT %(limit)s").format(id=scope.corpus.row_id(), table=scope.corpus.identifier(),
+                                                    where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
 
@@ -142,4 +145,6 @@ def _as_list(vector: Sequence[float]) -> Any:
     which the Lambda packages leave out (50 MB)."""
     from pgvector import Vector
 
-    return vector if isinstance(vector, Vector) else Vector(vector if not isinstance(vector, tuple) else list(vector))
+    if isinstance(vector, Vector):
+        return vector
+    return Vector(list(vector) if isinstance(vector, Sequence) else vector)

@@ -28,6 +28,7 @@ from psycopg.rows import class_row
 
 from chalicelib import ids
 from chalicelib.errors import InvalidRequestError
+from chalicelib.store.db import one
 
 KEY_PREFIX = "sk-engram-"
 _TOKEN_BYTES = 32  # 256 random bits -> 43 url-safe base64 characters
@@ -98,8 +99,8 @@ def create_key(conn: psycopg.Connection, tenant_id: str, name: str | None = None
     secret = KEY_PREFIX + secrets.token_urlsafe(_TOKEN_BYTES)
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(ApiKey)) as cur:
-        row = cur.execute(_INSERT, {"id": ids.new_id(ids.API_KEY), "tenant": tenant_id, "name": name,
-                                    "hash": hash_key(secret), "hint": _hint(secret)}).fetchone()
+        row = one(cur.execute(_INSERT, {"id": ids.new_id(ids.API_KEY), "tenant": tenant_id, "name": name,
+                                        "hash": hash_key(secret), "hint": _hint(secret)}))
     return row, secret
 
 

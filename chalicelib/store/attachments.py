@@ -3,8 +3,9 @@ the one transition every change of their chunks goes through.
 
 **The transition** (:func:`_transition`): lock the store (serialises writers of one store, which keeps the BM25
 statistics race-free), change the attachment rows (complete, fail, settle, cancel, detach — each a guarded
-statement that returns the files it changed), delete those files' chunks, insert the new ones (completion only)
-and refresh the store's ``usage_bytes``, in one transaction. So a search never sees a half-written file, and no
+statement that returns the files it changed and by how much their usage changed), delete those files' chunks,
+insert the new ones (completion only) and add the usage changes to the store's ``usage_bytes``, in one
+transaction. So a search never sees a half-written file, and no
 failed, cancelled or detached file keeps searchable chunks. Lock order everywhere: ingestion version row
 (:mod:`chalicelib.store.ingest_jobs`) → store row → attachment row.
 
@@ -18,6 +19,7 @@ moves ``attempt_base`` instead of resetting them), so a stale worker's guard can
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,8 +33,9 @@ from psycopg.types.json import Jsonb
 from chalicelib.errors import NotFoundError
 from chalicelib.store import chunks as chunk_rows
 from chalicelib.store.chunks import Chunk
+from chalicelib.store.db import atomic, one, pipeline
 from chalicelib.store.paging import Page, keyset, trim
-from chalicelib.wire import FileStatus, LastError
+from chalicelib.wire import FileStatus, LastError, StaticChunkingStrategy
 
 __all__ = [
     "StoreFile",
@@ -62,7 +65,7 @@ class StoreFile:
     status: FileStatus
     last_error: LastError | None
     attributes: dict[str, Any]
-    chunking_strategy: dict[str, Any]
+    chunking_strategy: StaticChunkingStrategy
     content_sha256: str | None
     chunk_count: int
     usage_bytes: int
@@ -98,6 +101,13 @@ WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s
                                                  WHERE tenant_id = %(tenant)s AND batch_id = %(batch)s))
   AND {{keyset}}
 ORDER BY {{order}} LIMIT %(page_limit)s"""
+# The newest attachment of each of the given names (as find_by_name picks it), counted when final.
+_FINAL_COUNT = """
+SELECT count(*) FROM (
+    SELECT DISTINCT ON (f.filename) sf.status FROM vector_store_files sf JOIN files f ON f.id = sf.file_id
+    WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND f.filename = ANY(%(names)s)
+    ORDER BY f.filename, sf.created_at DESC, sf.file_id DESC) AS newest
+WHERE status IN ('completed', 'failed', 'cancelled')"""
 _UPDATE_ATTRIBUTES = f"UPDATE vector_store_files SET attributes = %(attributes)s, updated_at = now() WHERE {_KEY}"
 _CLAIM = f"""
 UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => %(lease)s),
@@ -108,14 +118,18 @@ RETURNING attempts"""
 # Completion and failure only apply to a row still in_progress under the caller's attempt (when given): a cancelled
 # file, or one a newer attempt took over after this worker's lease expired, is left alone.
 _GUARD = " AND (%(attempt)s::int IS NULL OR (status = 'in_progress' AND attempts = %(attempt)s::int))"
+# Every statement that changes attachment rows returns each changed file with the change of its usage_bytes (the
+# subquery reads the row as it was before the statement), which the store's usage_bytes follows.
+_CHANGED = """file_id, usage_bytes - (SELECT o.usage_bytes FROM vector_store_files o
+    WHERE o.vector_store_id = {row}.vector_store_id AND o.file_id = {row}.file_id)"""
 _COMPLETE = f"""
 UPDATE vector_store_files SET status = 'completed', last_error = NULL, chunk_count = %(chunks)s,
     usage_bytes = %(usage)s, content_sha256 = %(sha256)s, lease_expires_at = NULL, updated_at = now()
-WHERE {_KEY}{_GUARD} RETURNING file_id"""
+WHERE {_KEY}{_GUARD} RETURNING {_CHANGED.format(row="vector_store_files")}"""
 _FAIL = f"""
 UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
     lease_expires_at = NULL, updated_at = now()
-WHERE {_KEY}{_GUARD} RETURNING file_id"""
+WHERE {_KEY}{_GUARD} RETURNING {_CHANGED.format(row="vector_store_files")}"""
 # Stuck: the last allowed lease expired, or nobody claimed the file for unclaimed_after seconds (no worker runs).
 _STUCK = """status = 'in_progress' AND (
     (lease_expires_at < now() AND attempts - attempt_base >= %(max_attempts)s)
@@ -129,15 +143,15 @@ LIMIT %(limit)s"""
 _FAIL_STUCK = f"""
 UPDATE vector_store_files SET status = 'failed', last_error = %(error)s, chunk_count = 0, usage_bytes = 0,
     lease_expires_at = NULL, updated_at = now()
-WHERE {_KEY} AND {_STUCK} RETURNING file_id"""
-_CANCEL_BATCH_FILES = """
+WHERE {_KEY} AND {_STUCK} RETURNING {_CHANGED.format(row="vector_store_files")}"""
+_CANCEL_BATCH_FILES = f"""
 UPDATE vector_store_files sf SET status = 'cancelled', lease_expires_at = NULL, chunk_count = 0, usage_bytes = 0,
     updated_at = now()
 FROM file_batch_files b
 WHERE b.tenant_id = %(tenant)s AND b.batch_id = %(batch)s AND sf.tenant_id = b.tenant_id
   AND sf.vector_store_id = b.vector_store_id AND sf.file_id = b.file_id AND sf.status = 'in_progress'
-RETURNING sf.file_id"""
-_DETACH = f"DELETE FROM vector_store_files WHERE {_KEY} RETURNING file_id"
+RETURNING sf.{_CHANGED.format(row="sf")}"""
+_DETACH = f"DELETE FROM vector_store_files WHERE {_KEY} RETURNING file_id, -usage_bytes"
 # A detached file's processing versions (with their staged chunks and batch markers) go with it: a later attachment
 # numbers its versions afresh, and a late message of an old version must find nothing to do.
 _FORGET_VERSIONS = f"DELETE FROM ingest_jobs WHERE {_KEY}"
@@ -146,7 +160,7 @@ SETTLE_LIMIT = 1000
 
 
 def attach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *,
-           attributes: dict[str, Any], chunking_strategy: dict[str, Any]) -> None:
+           attributes: dict[str, Any], chunking_strategy: StaticChunkingStrategy) -> None:
     """Attach (or re-attach) a file to a store with status ``in_progress`` (a re-attach starts a new attempt
     range: :func:`claim` counts from it)."""
     conn.execute(_UPSERT, {"tenant": tenant_id, "store": store_id, "file": file_id,
@@ -178,8 +192,14 @@ def list_all(conn: psycopg.Connection, tenant_id: str, store_id: str) -> list[St
         return cur.execute(_LIST, {"tenant": tenant_id, "store": store_id}).fetchall()
 
 
+def count_final(conn: psycopg.Connection, tenant_id: str, store_id: str, filenames: Sequence[str]) -> int:
+    """How many of ``filenames`` are attached to the store with a final status (completed, failed, cancelled),
+    each name counted by its newest attachment."""
+    return int(one(conn.execute(_FINAL_COUNT, {"tenant": tenant_id, "store": store_id, "names": list(filenames)}))[0])
+
+
 def list_page(conn: psycopg.Connection, tenant_id: str, store_id: str, page: Page, *,
-              status: str | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
+              status: FileStatus | None = None, batch_id: str | None = None) -> tuple[list[StoreFile], bool]:
     """One page of a store's attachments ``(rows, has_more)``, optionally only ``status`` ones or a batch's."""
     where, order, params = keyset(page, "sf.file_id")
     query = sql.SQL(_PAGE).format(keyset=where, order=order)
@@ -217,16 +237,13 @@ def complete(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: s
              vectors: Sequence[Any], dim: int, content_sha256: str, attempt: int | None) -> bool:
     """Swap a file's chunks for ``chunks`` with ``vectors`` (n × ``dim``) and mark it ``completed``; with
     ``attempt``, only if it is still ``in_progress`` under that attempt. Returns whether it completed now (False:
-    cancelled, detached or taken over meanwhile; nothing is written)."""
+    cancelled, detached or taken over meanwhile; nothing is written). Two round trips: the guarded update, then
+    the chunks and the store's usage with the commit."""
     params = {"tenant": tenant_id, "store": store_id, "file": file_id, "chunks": len(chunks),
               "usage": chunk_rows.usage_bytes(chunks, dim), "sha256": content_sha256, "attempt": attempt}
 
     def write_chunks(conn: psycopg.Connection) -> None:
-        # Attributes are read now that the row is locked: an update made while the file was processed must reach
-        # its chunks (filters read the chunks' copy).
-        attributes = get(conn, tenant_id, store_id, file_id).attributes
-        chunk_rows.insert_file_chunks(conn, tenant_id, store_id, file_id, chunks, vectors, dim=dim,
-                                      attributes=attributes)
+        chunk_rows.insert_file_chunks(conn, tenant_id, store_id, file_id, chunks, vectors, dim=dim)
 
     return bool(_transition(conn, tenant_id, store_id, lambda: _returning(conn, _COMPLETE, params), write_chunks))
 
@@ -253,7 +270,7 @@ def settle(conn: psycopg.Connection, *, max_attempts: int, tenant_id: str | None
                    f"Processing did not finish after {max_attempts} attempts (the worker stopped).")
         params = {**query, "tenant": tenant, "store": store, "file": file_id,
                   "error": Jsonb({"code": "server_error", "message": message})}
-        failed += len(_transition(conn, tenant, store, lambda p=params: _returning(conn, _FAIL_STUCK, p)))
+        failed += len(_transition(conn, tenant, store, functools.partial(_returning, conn, _FAIL_STUCK, params)))
     return failed
 
 
@@ -269,34 +286,40 @@ def detach(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str
     not attached."""
     params = {"tenant": tenant_id, "store": store_id, "file": file_id}
 
-    def change() -> list[str]:
+    def change() -> list[tuple[str, int]]:
         conn.execute(_FORGET_VERSIONS, params)
         # Chunks first, while the row they reference exists: its deletion would cascade to them unaccounted.
-        chunk_rows.delete_file_chunks(conn, tenant_id, store_id, file_id)
+        chunk_rows.delete_file_chunks(conn, tenant_id, store_id, [file_id])
         return _returning(conn, _DETACH, params)
 
-    return bool(_transition(conn, tenant_id, store_id, change))
+    return bool(_transition(conn, tenant_id, store_id, change, chunks_deleted=True))
 
 
-def _transition(conn: psycopg.Connection, tenant_id: str, store_id: str, change: Callable[[], list[str]],
-                write_chunks: Callable[[psycopg.Connection], None] | None = None) -> list[str]:
-    """The one transition: lock the store → ``change`` the attachment rows (returns the files it changed) →
-    delete those files' chunks → ``write_chunks`` (completion) → refresh the store's usage. Nothing past the
-    change runs when it changed no row."""
-    with conn.transaction():
+def _transition(conn: psycopg.Connection, tenant_id: str, store_id: str,
+                change: Callable[[], list[tuple[str, int]]],
+                write_chunks: Callable[[psycopg.Connection], None] | None = None, *,
+                chunks_deleted: bool = False) -> list[str]:
+    """The one transition: lock the store → ``change`` the attachment rows (returns the files it changed, each
+    with the change of its ``usage_bytes``) → delete those files' chunks (unless ``change`` did) →
+    ``write_chunks`` (completion) → add the changes to the store's ``usage_bytes``. Nothing past the change runs
+    when it changed no row. Pipelined: the lock goes with the change, the rest with the commit."""
+    with atomic(conn), pipeline(conn):
         chunk_rows.lock_store(conn, tenant_id, store_id)
         changed = change()
         if changed:
-            for file_id in changed:
-                chunk_rows.delete_file_chunks(conn, tenant_id, store_id, file_id)
+            if not chunks_deleted:
+                chunk_rows.delete_file_chunks(conn, tenant_id, store_id, [file_id for file_id, _ in changed])
             if write_chunks is not None:
                 write_chunks(conn)
-            chunk_rows.refresh_store_usage(conn, tenant_id, store_id)
-    return changed
+            delta = sum(d for _, d in changed)
+            if delta or write_chunks is not None:
+                chunk_rows.add_usage(conn, tenant_id, store_id, delta, touch=write_chunks is not None)
+    return [file_id for file_id, _ in changed]
 
 
-def _returning(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[str]:
-    return [row[0] for row in conn.execute(statement, params).fetchall()]
+def _returning(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(file_id, usage change in bytes)`` of the rows ``statement`` changed."""
+    return [(row[0], int(row[1])) for row in conn.execute(statement, params).fetchall()]
 
 
 def _not_attached(store_id: str, file_id: str) -> NotFoundError:

@@ -184,12 +184,11 @@ class _s3_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         if exc is not None and isinstance(exc, (BotoCoreError, ClientError)):
             raise UpstreamError(f"Blob storage {self.action} failed: {str(exc)[:300]}") from exc
-        return False
 
 
 def build_blob_store(config: Settings) -> BlobStore:

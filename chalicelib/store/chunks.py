@@ -1,4 +1,4 @@
-"""Chunk rows: a file's chunks written by binary COPY and removed; the BM25 statistics (``keyword_stats``
+"""Chunk rows: a file's chunks written (one statement) and removed; the BM25 statistics (``keyword_stats``
 document frequencies, store chunk count and total keyword length) and the impact-ordered postings follow them by
 trigger in the same transaction (migrations/0009_keyword_postings.sql), so they are always exact."""
 
@@ -29,26 +29,31 @@ class Chunk:
 # Bytes a vector occupies per dimension (float4), for usage_bytes.
 BYTES_PER_DIMENSION = 4
 
-_LOCK_STORE = "SELECT id FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(store)s FOR UPDATE"
-_DELETE = """DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s"""
-# Postgres refuses COPY FROM into a table with row-level security for a role it applies to, so rows are copied
-# (binary) into a transaction-local staging table and moved with one INSERT ... SELECT, which the policies check.
-_CHUNK_COLUMNS = """tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
-    page_start, page_end, attributes, embedding_dim, embedding"""
-_STAGE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS chunks_staging ON COMMIT DELETE ROWS AS
-    SELECT {_CHUNK_COLUMNS} FROM chunks WITH NO DATA"""
-_COPY = f"COPY chunks_staging ({_CHUNK_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
-# The tsvector is computed once per row, here; its length (BM25's |d|) from it.
-_MOVE = f"""INSERT INTO chunks ({_CHUNK_COLUMNS}, keywords, keyword_length)
-SELECT {_CHUNK_COLUMNS}, v, engram_tsvector_length(v)
-FROM (SELECT *, to_tsvector('english', text) AS v FROM chunks_staging) AS s;
-TRUNCATE chunks_staging"""
-_COPY_TYPES = ["text", "text", "text", "int4", "text", "int4", "int4", "int4", "int4", "int4", "jsonb", "int4",
-               "vector"]
-_TOUCH_STORE = "UPDATE vector_stores SET last_active_at = now() WHERE tenant_id = %(tenant)s AND id = %(store)s"
-_REFRESH_USAGE = """
-UPDATE vector_stores SET usage_bytes = (SELECT coalesce(sum(usage_bytes), 0) FROM vector_store_files
-                                        WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s)
+# FOR NO KEY UPDATE serialises the store's writers without blocking inserts that merely reference the store
+# (an attachment, a chunk, a posting take FOR KEY SHARE on it through their foreign keys): an attach into a store
+# no longer waits for another file's chunks to be written.
+_LOCK_STORE = "SELECT 1 FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(store)s FOR NO KEY UPDATE"
+_DELETE = """DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s
+    AND file_id = ANY(%(files)s::text[])"""
+# One statement per file: the rows arrive as parallel arrays (binary parameters), the policies check them, the
+# tsvector is computed once per row and BM25's |d| from it, and the attributes come from the attachment row, which
+# the transition holds locked (an update made while the file was processed reaches its chunks).
+_INSERT = """
+INSERT INTO chunks (tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
+    page_start, page_end, attributes, embedding_dim, embedding, keywords, keyword_length)
+SELECT %(tenant)s, %(store)s, %(file)s, r.i, r.t, r.n, r.cs, r.ce, r.ps, r.pe, sf.attributes, %(dim)s, r.e, r.v,
+       engram_tsvector_length(r.v)
+FROM (SELECT u.*, to_tsvector('english', u.t) AS v
+      FROM unnest(%(index)b::int4[], %(text)b::text[], %(tokens)b::int4[], %(start)b::int4[], %(end)b::int4[],
+                  %(page_start)b::int4[], %(page_end)b::int4[], %(vector)b::vector[])
+           AS u(i, t, n, cs, ce, ps, pe, e)) AS r,
+     vector_store_files sf
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""
+# The store's usage follows its files' by difference (exact: every change of a file's usage_bytes happens in a
+# transition holding the store lock); ``touch`` also records activity.
+_ADD_USAGE = """
+UPDATE vector_stores SET usage_bytes = usage_bytes + %(delta)s,
+    last_active_at = CASE WHEN %(touch)s THEN now() ELSE last_active_at END
 WHERE tenant_id = %(tenant)s AND id = %(store)s"""
 _SET_ATTRIBUTES = """
 UPDATE chunks SET attributes = %(attributes)s
@@ -61,45 +66,44 @@ def usage_bytes(chunks: Sequence[Chunk], dim: int) -> int:
 
 
 def lock_store(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
-    """Serialise writers of one store for the rest of the transaction (keeps BM25 statistics race-free)."""
+    """Serialise writers of one store for the rest of the transaction (keeps BM25 statistics and usage race-free).
+    Inserts that only reference the store (attachments, chunks) are not blocked."""
     conn.execute(_LOCK_STORE, {"tenant": tenant_id, "store": store_id})
 
 
-def delete_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> int:
-    """Remove a file's chunks from a store; returns chunks removed. Their BM25 statistics and postings go with
+def delete_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_ids: Sequence[str]) -> None:
+    """Remove the chunks of ``file_ids`` from a store (one statement). Their BM25 statistics and postings go with
     them (the ``chunks_deleted`` trigger, same transaction). Call inside a transaction that has taken
     :func:`lock_store`."""
-    return conn.execute(_DELETE, {"tenant": tenant_id, "store": store_id, "file": file_id}).rowcount
+    conn.execute(_DELETE, {"tenant": tenant_id, "store": store_id, "files": list(file_ids)})
 
 
 def insert_file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,
-                       chunks: Sequence[Chunk], vectors: Sequence[Any], *, dim: int,
-                       attributes: dict[str, Any]) -> None:
-    """Write ``chunks`` with their ``vectors`` (n × ``dim``) by binary COPY; their BM25 statistics and postings
-    follow (the ``chunks_inserted`` trigger, same transaction). Call inside a transaction that has taken
-    :func:`lock_store` and deleted the file's previous chunks.
+                       chunks: Sequence[Chunk], vectors: Sequence[Any], *, dim: int) -> None:
+    """Write ``chunks`` with their ``vectors`` (n × ``dim``: numpy arrays, pgvector ``Vector`` or float lists) in
+    one statement, with the attachment's attributes; their BM25 statistics and postings follow (the
+    ``chunks_inserted`` trigger, same transaction). Call inside a transaction that has taken :func:`lock_store`,
+    holds the attachment row and deleted the file's previous chunks.
 
     Raises:
         ValueError: ``len(chunks) != len(vectors)`` (a programming error, not a client one).
     """
     if len(chunks) != len(vectors):
         raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-    params = {"tenant": tenant_id, "store": store_id, "file": file_id}
-    attrs = Jsonb(attributes)
-    conn.execute(_STAGE)
-    with conn.cursor() as cur, cur.copy(_COPY) as copy:
-        copy.set_types(_COPY_TYPES)
-        for chunk, vector in zip(chunks, vectors):
-            copy.write_row((tenant_id, store_id, file_id, chunk.index, chunk.text, chunk.token_count,
-                            chunk.char_start, chunk.char_end, chunk.page_start, chunk.page_end, attrs, dim, vector))
-    conn.execute(_MOVE)
-    if chunks:
-        conn.execute(_TOUCH_STORE, params)
+    if not chunks:
+        return
+    conn.execute(_INSERT, {
+        "tenant": tenant_id, "store": store_id, "file": file_id, "dim": dim,
+        "index": [c.index for c in chunks], "text": [c.text for c in chunks],
+        "tokens": [c.token_count for c in chunks], "start": [c.char_start for c in chunks],
+        "end": [c.char_end for c in chunks], "page_start": [c.page_start for c in chunks],
+        "page_end": [c.page_end for c in chunks], "vector": [dumpable(v) for v in vectors]})
 
 
-def refresh_store_usage(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
-    """Recompute the store's ``usage_bytes`` (bytes) from its files' after their status changed."""
-    conn.execute(_REFRESH_USAGE, {"tenant": tenant_id, "store": store_id})
+def add_usage(conn: psycopg.Connection, tenant_id: str, store_id: str, delta: int, *, touch: bool) -> None:
+    """Add ``delta`` bytes to the store's ``usage_bytes`` (its files' usage changed by that much); ``touch``: also
+    record activity (chunks were written)."""
+    conn.execute(_ADD_USAGE, {"tenant": tenant_id, "store": store_id, "delta": delta, "touch": touch})
 
 
 def set_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,
@@ -107,3 +111,13 @@ def set_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file
     """Copy a file's new attributes onto its chunks (filters read chunk attributes)."""
     conn.execute(_SET_ATTRIBUTES, {"tenant": tenant_id, "store": store_id, "file": file_id,
                                    "attributes": Jsonb(attributes)})
+
+
+def dumpable(vector: Any) -> Any:
+    """A vector pgvector's adapter can send: numpy arrays and ``Vector`` as they are, a plain list or tuple (HTTP
+    embedders) as a ``Vector`` (no numpy: the Lambda packages leave it out)."""
+    if isinstance(vector, (list, tuple)):
+        from pgvector import Vector
+
+        return Vector([float(x) for x in vector])
+    return vector

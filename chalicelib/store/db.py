@@ -5,17 +5,25 @@ migrations on first connect, and feature detection of the pgvector version (0.8 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from chalicelib.config import Settings
+from chalicelib.errors import EngramError
 from chalicelib.store.migrate import migrate
+
+if TYPE_CHECKING:
+    import psycopg_pool
+
+RowT = TypeVar("RowT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +89,22 @@ def connect(settings: Settings) -> psycopg.Connection:
 APP_ROLE = "engram_app"
 # The setting the row-level security policies read the caller's tenant from.
 TENANT_SETTING = "engram.tenant"
-_RESET = sql.SQL("RESET ROLE; RESET {}").format(sql.Identifier(*TENANT_SETTING.split(".")))
+_RESET = sql.SQL("RESET ROLE; RESET {}; RESET synchronous_commit").format(
+    sql.Identifier(*TENANT_SETTING.split(".")))
+_AS_TENANT = "SET ROLE {role}; SELECT set_config({name}, {tenant}, false)"
+# Inside deferred_durability: commits return before their WAL reaches the disk (PostgreSQL "Asynchronous Commit":
+# a crash may lose the last few, never leaving the database inconsistent).
+_AS_TENANT_DEFERRED = _AS_TENANT + ", set_config('synchronous_commit', 'off', false)"
+# A commit that waits for its WAL to be flushed, and with it every earlier commit's (WAL is one sequence).
+# PostgreSQL waits at commit only for a transaction that has an id and wrote WAL before its commit record
+# (RecordTransactionCommit, xact.c): the id is assigned, and a non-transactional logical message (a WAL record
+# nothing reads unless a logical decoder subscribes to the "engram" prefix) is the write. No table is touched, so
+# concurrent flushes do not queue on a row lock and share the disk flush (group commit).
+_FLUSH = "SELECT pg_current_xact_id(), pg_logical_emit_message(false, 'engram.flush', '')"
+_deferral: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("engram_deferred_durability",
+                                                                              default=None)
 
-_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}  # noqa: F821 (imported lazily)
+_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -95,7 +116,7 @@ def _reset(conn: psycopg.Connection) -> None:
     conn.execute(_RESET)
 
 
-def pool(settings: Settings):
+def pool(settings: Settings) -> psycopg_pool.ConnectionPool:
     """The process's connection pool for ``settings`` (psycopg_pool, autocommit, pgvector registered; at most
     ``settings.db_pool_size`` connections), created and the schema migrated on first use."""
     from psycopg_pool import ConnectionPool
@@ -122,10 +143,63 @@ def tenant_connection(settings: Settings, tenant_id: str) -> Iterator[psycopg.Co
     Raises:
         psycopg.OperationalError: the database cannot be reached.
     """
+    deferral = _deferral.get()
+    statement = _AS_TENANT if deferral is None else _AS_TENANT_DEFERRED
     with pool(settings).connection() as conn:
-        conn.execute(sql.SQL("SET ROLE {role}; SELECT set_config({name}, {tenant}, false)").format(
+        conn.execute(sql.SQL(statement).format(
             role=sql.Identifier(APP_ROLE), name=sql.Literal(TENANT_SETTING), tenant=sql.Literal(tenant_id)))
+        if deferral is not None:
+            deferral[0] = True
         yield conn
+
+
+@contextlib.contextmanager
+def deferred_durability(settings: Settings) -> Iterator[None]:
+    """Durability once for a whole block of work instead of once per commit: tenant connections opened inside the
+    block (this thread) commit without waiting for their write-ahead log to reach the disk (``synchronous_commit =
+    off``), and leaving the block without an error makes everything they committed durable with one flush (a
+    commit that waits for its WAL, which comes after theirs). Meant for a unit of work acknowledged as a whole
+    when the block returns (an SQS batch: the messages are deleted afterwards): a crash before the flush loses at
+    most that work, whose messages are delivered again; a crash never leaves the database inconsistent. Other
+    sessions see each commit at once, as usual.
+
+    Raises:
+        psycopg.OperationalError: the flush failed (nothing committed in the block may be durable).
+    """
+    flag: list[bool] = [False]
+    token = _deferral.set(flag)
+    try:
+        yield
+    finally:
+        _deferral.reset(token)
+    if flag[0]:
+        with pool(settings).connection() as conn:
+            flush_wal(conn)
+
+
+def flush_wal(conn: psycopg.Connection) -> None:
+    """Make every commit made so far durable, whoever made it: one commit on ``conn`` (autocommit, with
+    ``synchronous_commit`` on) that waits for its write-ahead log, which comes after theirs."""
+    conn.execute(_FLUSH)
+
+
+def pipeline(conn: psycopg.Connection) -> contextlib.AbstractContextManager[object]:
+    """Pipeline mode for a block (statements are sent without waiting for each result; fetching a result, or the
+    block's end, waits): the connection's own when it is already in pipeline mode, so nesting adds no round trip.
+    Open the transaction first (``with conn.transaction(), pipeline(conn):``): psycopg syncs the pipeline around a
+    transaction opened inside it."""
+    if conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+        return contextlib.nullcontext()
+    return conn.pipeline()
+
+
+def atomic(conn: psycopg.Connection) -> contextlib.AbstractContextManager[object]:
+    """A transaction for a block, or the caller's when one is already open (no savepoint: the block is part of the
+    caller's unit of work, which commits or rolls back as a whole). A pipeline with statements in flight counts as
+    open: outside a transaction, its statements up to the next sync run as one implicit transaction."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return contextlib.nullcontext()
+    return conn.transaction()
 
 
 def close_pools() -> None:
@@ -134,6 +208,20 @@ def close_pools() -> None:
         for existing in _pools.values():
             existing.close()
         _pools.clear()
+
+
+def one(cur: psycopg.Cursor[RowT]) -> RowT:
+    """The one row an executed statement must return: an ``INSERT ... RETURNING``, an ``UPDATE ... RETURNING`` of
+    a row the caller holds, an aggregate without ``GROUP BY``, a row locked just after its upsert. Use it as
+    ``one(cur.execute(...))``; the row's type is the cursor's row factory's (a tuple by default).
+
+    Raises:
+        EngramError: (500) the statement returned no row — a broken invariant, not the caller's fault.
+    """
+    row = cur.fetchone()
+    if row is None:
+        raise EngramError("The database returned no row where one was required.")
+    return row
 
 
 def capabilities(conn: psycopg.Connection) -> Capabilities:

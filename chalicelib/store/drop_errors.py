@@ -12,6 +12,8 @@ from datetime import datetime
 
 import psycopg
 
+from chalicelib.store.db import one
+
 # Rows `recent` returns at most.
 RECENT_LIMIT = 50
 
@@ -46,7 +48,7 @@ def recent(conn: psycopg.Connection, tenant_id: str, limit: int = RECENT_LIMIT) 
 
 def count_for_key(conn: psycopg.Connection, bucket: str, key: str) -> int:
     """How many errors were recorded for one object key."""
-    return conn.execute(_COUNT, {"bucket": bucket, "key": key}).fetchone()[0]
+    return int(one(conn.execute(_COUNT, {"bucket": bucket, "key": key}))[0])
 
 
 def _seconds(value: datetime) -> int:

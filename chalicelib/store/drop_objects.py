@@ -15,6 +15,8 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from chalicelib.store.db import one
+
 
 @dataclass(frozen=True, slots=True)
 class DropObject:
@@ -54,7 +56,7 @@ def lock(conn: psycopg.Connection, tenant_id: str, bucket: str, key: str) -> Dro
     params = {"tenant": tenant_id, "bucket": bucket, "key": key}
     conn.execute(_PLACEHOLDER, params)
     with conn.cursor(row_factory=class_row(DropObject)) as cur:
-        return cur.execute(_LOCK, params).fetchone()
+        return one(cur.execute(_LOCK, params))
 
 
 def get(conn: psycopg.Connection, tenant_id: str, bucket: str, key: str) -> DropObject | None:
@@ -77,5 +79,5 @@ _TENANT_EXISTS = "SELECT 1 FROM tenants WHERE id = %(tenant)s"
 
 def tenant_exists(conn: psycopg.Connection, tenant_id: str) -> bool:
     """Whether ``tenant_id`` is a tenant (a drop-folder key must name one; drops never create tenants). Run as the
-    owner: row-level security would hide other tenants."""
+    owner, or on a connection acting for ``tenant_id`` itself (row-level security shows a tenant its own row)."""
     return conn.execute(_TENANT_EXISTS, {"tenant": tenant_id}).fetchone() is not None

@@ -31,6 +31,7 @@ import psycopg
 from psycopg import sql
 
 from chalicelib.errors import EmbeddedDatabaseError
+from chalicelib.store.db import one
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def update_vector_extension(url: str) -> dict[str, tuple[str, str]]:
                 continue
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_UPDATE_LOCK_KEY,))
-                old = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+                old = one(conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))[0]
                 if old == row[1]:
                     continue
                 conn.execute(sql.SQL("ALTER EXTENSION vector UPDATE TO {}").format(sql.Literal(row[1])))

@@ -15,11 +15,9 @@ import psycopg
 _LOOKUP = """
 SELECT sha256, embedding FROM embedding_cache
 WHERE tenant_id = %(tenant)s AND model = %(model)s AND sha256 = ANY(%(hashes)s)"""
-_STAGE = "CREATE TEMP TABLE IF NOT EXISTS embedding_cache_stage (sha256 bytea, embedding vector) ON COMMIT DELETE ROWS"
-_COPY_STAGE = "COPY embedding_cache_stage (sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
-_MERGE = """
+_ADD = """
 INSERT INTO embedding_cache (tenant_id, model, sha256, embedding)
-SELECT %(tenant)s, %(model)s, sha256, embedding FROM embedding_cache_stage
+SELECT %(tenant)s, %(model)s, u.h, u.e FROM unnest(%(hashes)b::bytea[], %(vectors)b::vector[]) AS u(h, e)
 ON CONFLICT DO NOTHING"""
 
 
@@ -37,16 +35,22 @@ def lookup(conn: psycopg.Connection, tenant_id: str, model: str, hashes: Sequenc
 
 
 def store(conn: psycopg.Connection, tenant_id: str, model: str, items: Sequence[tuple[bytes, Any]]) -> None:
-    """Add ``(sha256, vector)`` pairs to the cache (existing keys are kept)."""
+    """Add ``(sha256, vector)`` pairs to the cache (existing keys are kept), creating the tenant row if needed."""
     if not items:
         return
+    from chalicelib.store.db import pipeline
     from chalicelib.store.vector_stores import ensure_tenant
 
-    ensure_tenant(conn, tenant_id)
-    with conn.transaction():
-        conn.execute(_STAGE)
-        with conn.cursor() as cur, cur.copy(_COPY_STAGE) as copy:
-            copy.set_types(["bytea", "vector"])
-            for digest, vector in items:
-                copy.write_row((digest, vector))
-        conn.execute(_MERGE, {"tenant": tenant_id, "model": model})
+    with pipeline(conn):
+        ensure_tenant(conn, tenant_id)
+        add(conn, tenant_id, model, items)
+
+
+def add(conn: psycopg.Connection, tenant_id: str, model: str, items: Sequence[tuple[bytes, Any]]) -> None:
+    """Add ``(sha256, vector)`` pairs to the cache of an existing tenant, in one statement (existing keys are
+    kept; a batch holding the same text twice is fine)."""
+    if items:
+        from chalicelib.store.chunks import dumpable
+
+        conn.execute(_ADD, {"tenant": tenant_id, "model": model, "hashes": [h for h, _ in items],
+                            "vectors": [dumpable(v) for _, v in items]})

@@ -21,6 +21,7 @@ from psycopg.rows import class_row
 from chalicelib import ids
 from chalicelib.errors import NotFoundError
 from chalicelib.store import attachments
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
 
 
@@ -102,7 +103,7 @@ def create_file(conn: psycopg.Connection, tenant_id: str, *, filename: str, data
         blobs.put(key, data)
         params.update(content=None, bucket=blobs.bucket, key=key)
     with conn.cursor(row_factory=class_row(FileRow)) as cur:
-        return cur.execute(_INSERT_FILE, params).fetchone()
+        return one(cur.execute(_INSERT_FILE, params))
 
 
 def create_object_file(conn: psycopg.Connection, tenant_id: str, *, filename: str, bucket: str, key: str,
@@ -113,9 +114,10 @@ def create_object_file(conn: psycopg.Connection, tenant_id: str, *, filename: st
 
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(FileRow)) as cur:
-        return cur.execute(_INSERT_FILE, {"id": ids.new_id(ids.FILE), "tenant": tenant_id, "filename": filename,
-                                          "purpose": "assistants", "bytes": size, "sha256": "", "content": None,
-                                          "bucket": bucket, "key": key, "expires_in": None}).fetchone()
+        return one(cur.execute(_INSERT_FILE, {"id": ids.new_id(ids.FILE), "tenant": tenant_id,
+                                              "filename": filename, "purpose": "assistants", "bytes": size,
+                                              "sha256": "", "content": None, "bucket": bucket, "key": key,
+                                              "expires_in": None}))
 
 
 def point_to_object(conn: psycopg.Connection, tenant_id: str, file_id: str, *, bucket: str, key: str,

@@ -12,18 +12,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.store import attachments
+from chalicelib.store.db import pipeline
+from chalicelib.wire import LastError
 
+# A version's status: the CHECK constraint of ``ingest_jobs.status`` (migrations/0006_pipeline.sql says what each
+# means).
+VersionStatus = Literal["pending", "embedding", "completed", "failed", "rejected", "superseded"]
 # Statuses in which a version still has work to do.
-OPEN = ("pending", "embedding")
+OPEN: tuple[VersionStatus, ...] = ("pending", "embedding")
 # Statuses a version never leaves (except "failed", which a redriven message may re-open).
-FINAL = ("completed", "rejected", "superseded")
+FINAL: tuple[VersionStatus, ...] = ("completed", "rejected", "superseded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +39,7 @@ class Job:
     vector_store_id: str
     file_id: str
     version: int
-    status: str
+    status: VersionStatus
     source_bucket: str | None
     source_key: str | None
     source_etag: str | None
@@ -42,10 +47,32 @@ class Job:
     chunk_count: int
     batch_count: int
     batches_done: int
-    last_error: dict[str, Any] | None
+    last_error: LastError | None
     created_at: datetime
     updated_at: datetime
     staged_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """A version's job with what its handlers need to know besides, read in one statement (one snapshot):
+
+    Attributes:
+        job: the version's row.
+        state: where it stands against its attachment (:func:`attachment_state`); ``since`` when it failed.
+        filename: the attached file's name; ``chunking_strategy`` the attachment's (None when detached).
+        store_model / store_dim: the embedding model and dimensions of its store (None when the store is gone).
+        batch_landed: whether the batch asked about had already landed.
+    """
+
+    job: Job
+    state: str
+    since: datetime | None
+    filename: str | None
+    chunking_strategy: dict[str, Any] | None
+    store_model: str | None
+    store_dim: int | None
+    batch_landed: bool
 
 
 _COLUMNS = """tenant_id, vector_store_id, file_id, version, status, source_bucket, source_key, source_etag,
@@ -56,11 +83,26 @@ INSERT INTO ingest_jobs (tenant_id, vector_store_id, file_id, version, source_bu
 VALUES (%(tenant)s, %(store)s, %(file)s, %(version)s, %(bucket)s, %(key)s, %(etag)s)
 ON CONFLICT DO NOTHING"""
 _GET = f"SELECT {_COLUMNS} FROM ingest_jobs WHERE {_KEY}"
+_CONTEXT = f"""
+SELECT {", ".join("j." + c.strip() for c in _COLUMNS.split(","))},
+    sf.status, sf.attempts, sf.updated_at, f.filename, sf.chunking_strategy, s.embedding_model, s.embedding_dim,
+    %(batch)s::int IS NOT NULL AND EXISTS (
+        SELECT 1 FROM ingest_job_batches b WHERE b.tenant_id = j.tenant_id AND b.vector_store_id = j.vector_store_id
+            AND b.file_id = j.file_id AND b.version = j.version AND b.batch_no = %(batch)s::int)
+FROM ingest_jobs j
+LEFT JOIN vector_store_files sf
+    ON sf.tenant_id = j.tenant_id AND sf.vector_store_id = j.vector_store_id AND sf.file_id = j.file_id
+LEFT JOIN files f ON f.tenant_id = j.tenant_id AND f.id = j.file_id
+LEFT JOIN vector_stores s ON s.tenant_id = j.tenant_id AND s.id = j.vector_store_id
+WHERE j.tenant_id = %(tenant)s AND j.vector_store_id = %(store)s AND j.file_id = %(file)s
+  AND j.version = %(version)s"""
 _LOCK = f"SELECT {_COLUMNS} FROM ingest_jobs WHERE {_KEY} FOR UPDATE"
+# Staging happens once per version: the update is the version's lock, and only a pending version is staged.
 _SET_STAGED = f"""
 UPDATE ingest_jobs SET status = 'embedding', chunk_count = %(chunks)s, batch_count = %(batches)s,
     content_sha256 = %(sha256)s, staged_at = now(), updated_at = now()
-WHERE {_KEY}"""
+WHERE {_KEY} AND status = 'pending'
+RETURNING {_COLUMNS}"""
 _SET_CONTENT = f"""
 UPDATE ingest_jobs SET chunk_count = %(chunks)s, content_sha256 = %(sha256)s, updated_at = now() WHERE {_KEY}"""
 _SET_STATUS = f"""
@@ -73,13 +115,17 @@ _REOPEN = f"""
 UPDATE ingest_jobs SET status = CASE WHEN staged_at IS NULL THEN 'pending' ELSE 'embedding' END, last_error = NULL,
     updated_at = now()
 WHERE {_KEY}"""
-_LAND = """
-INSERT INTO ingest_job_batches (tenant_id, vector_store_id, file_id, version, batch_no)
-VALUES (%(tenant)s, %(store)s, %(file)s, %(version)s, %(batch)s) ON CONFLICT DO NOTHING"""
-_COUNT = f"""
-UPDATE ingest_jobs SET batches_done = batches_done + 1, updated_at = now() WHERE {_KEY}
+# Under the job's lock (taken by the statement before it): the batch's marker, if the version is still embedding
+# and the batch had not landed, and the count. The marker's unique key decides between duplicate deliveries.
+_LAND = f"""
+WITH marker AS (
+    INSERT INTO ingest_job_batches (tenant_id, vector_store_id, file_id, version, batch_no)
+    SELECT tenant_id, vector_store_id, file_id, version, %(batch)s FROM ingest_jobs
+    WHERE {_KEY} AND status = 'embedding'
+    ON CONFLICT DO NOTHING RETURNING 1)
+UPDATE ingest_jobs SET batches_done = batches_done + 1, updated_at = now()
+WHERE {_KEY} AND EXISTS (SELECT 1 FROM marker)
 RETURNING batches_done, batch_count"""
-_LANDED = f"SELECT 1 FROM ingest_job_batches WHERE {_KEY} AND batch_no = %(batch)s"
 _OUTSTANDING = """
 SELECT b FROM ingest_jobs j, generate_series(0, j.batch_count - 1) AS b
 WHERE j.tenant_id = %(tenant)s AND j.vector_store_id = %(store)s AND j.file_id = %(file)s AND j.version = %(version)s
@@ -178,10 +224,14 @@ def lock(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, 
         return cur.execute(_LOCK, _key(tenant_id, store_id, file_id, version)).fetchone()
 
 
-def set_staged(conn: psycopg.Connection, job: Job, *, chunk_count: int, batch_count: int, content_sha256: str) -> None:
-    """Mark a version ``embedding``: ``chunk_count`` chunks staged in ``batch_count`` batches."""
-    conn.execute(_SET_STAGED, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
-                               "chunks": chunk_count, "batches": batch_count, "sha256": content_sha256})
+def set_staged(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int, *,
+               chunk_count: int, batch_count: int, content_sha256: str) -> Job | None:
+    """Mark a ``pending`` version ``embedding`` (``chunk_count`` chunks staged in ``batch_count`` batches), locking
+    its row for the caller's transaction; returns the updated job, or None when the version is not pending (then
+    nothing changed). Call first in the transaction that stages the chunks (lock order: job first)."""
+    with conn.cursor(row_factory=class_row(Job)) as cur:
+        return cur.execute(_SET_STAGED, {**_key(tenant_id, store_id, file_id, version), "chunks": chunk_count,
+                                         "batches": batch_count, "sha256": content_sha256}).fetchone()
 
 
 def set_content(conn: psycopg.Connection, job: Job, *, chunk_count: int, content_sha256: str) -> None:
@@ -190,10 +240,24 @@ def set_content(conn: psycopg.Connection, job: Job, *, chunk_count: int, content
                                 "chunks": chunk_count, "sha256": content_sha256})
 
 
-def set_status(conn: psycopg.Connection, job: Job, status: str, error: dict[str, str] | None = None) -> None:
-    """Set a version's status (one of the CHECK constraint's) and ``last_error`` (``{"code", "message"}``)."""
+def set_status(conn: psycopg.Connection, job: Job, status: VersionStatus, error: LastError | None = None) -> None:
+    """Set a version's status and ``last_error``."""
     conn.execute(_SET_STATUS, {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version),
                                "status": status, "error": Jsonb(error) if error else None})
+
+
+def context(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int, *,
+            batch: int | None = None) -> Context | None:
+    """The version's :class:`Context` (job, attachment state, file name, chunking strategy, store embedding, and
+    whether ``batch`` already landed), or None when the version does not exist."""
+    row = conn.execute(_CONTEXT, {**_key(tenant_id, store_id, file_id, version), "batch": batch}).fetchone()
+    if row is None:
+        return None
+    job = Job(*row[:16])
+    status, attempts, updated_at, filename, strategy, model, dim, landed = row[16:]
+    state, since = _state(job, status, attempts, updated_at)
+    return Context(job=job, state=state, since=since, filename=filename, chunking_strategy=strategy,
+                   store_model=model, store_dim=dim, batch_landed=bool(landed))
 
 
 def attachment_state(conn: psycopg.Connection, job: Job) -> tuple[str, datetime | None]:
@@ -201,10 +265,15 @@ def attachment_state(conn: psycopg.Connection, job: Job) -> tuple[str, datetime 
     version), ``failed`` (failed under this version: re-openable; the time is when it failed) or ``gone``
     (detached, cancelled, completed by or claimed for another version; no time)."""
     row = conn.execute(_ATTACHMENT, _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)).fetchone()
-    if row is None or row[1] != job.version:
+    return _state(job, *(row or (None, None, None)))
+
+
+def _state(job: Job, status: str | None, attempts: int | None, updated_at: datetime | None
+           ) -> tuple[str, datetime | None]:
+    if status is None or attempts != job.version:
         return "gone", None
-    state = {"in_progress": "current", "failed": "failed"}.get(row[0], "gone")
-    return state, (row[2] if state != "gone" else None)
+    state = {"in_progress": "current", "failed": "failed"}.get(status, "gone")
+    return state, (updated_at if state != "gone" else None)
 
 
 def reopen(conn: psycopg.Connection, job: Job, *, lease_s: float) -> bool:
@@ -231,20 +300,17 @@ def heartbeat(conn: psycopg.Connection, job: Job, *, lease_s: float) -> None:
                               "lease": lease_s})
 
 
-def land_batch(conn: psycopg.Connection, job: Job, batch_no: int) -> tuple[int, int] | None:
-    """Record that batch ``batch_no`` landed and count it: ``(batches_done, batch_count)`` after this one, or None
-    when it had already landed (a duplicate). Call under :func:`lock` so the count is race-free."""
-    params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
-    if conn.execute(_LAND, {**params, "batch": batch_no}).rowcount == 0:
-        return None
-    done, total = conn.execute(_COUNT, params).fetchone()
-    return int(done), int(total)
-
-
-def batch_landed(conn: psycopg.Connection, job: Job, batch_no: int) -> bool:
-    """Whether batch ``batch_no`` of the version already landed."""
-    params = _key(job.tenant_id, job.vector_store_id, job.file_id, job.version)
-    return conn.execute(_LANDED, {**params, "batch": batch_no}).fetchone() is not None
+def land(conn: psycopg.Connection, job: Job, batch_no: int) -> tuple[Job | None, tuple[int, int] | None]:
+    """Lock the version's row and, if it is still ``embedding`` and batch ``batch_no`` had not landed, record the
+    batch and count it. Returns ``(locked job or None when gone, (batches_done, batch_count) after this one or None
+    when nothing was counted: a duplicate, or the version moved on)``. One round trip; call first in the
+    transaction that stores the batch (lock order: job first)."""
+    params = {**_key(job.tenant_id, job.vector_store_id, job.file_id, job.version), "batch": batch_no}
+    with pipeline(conn):
+        locked = conn.cursor(row_factory=class_row(Job)).execute(_LOCK, params)
+        counted = conn.execute(_LAND, params)
+        job_row, count = locked.fetchone(), counted.fetchone()
+    return job_row, (int(count[0]), int(count[1])) if count else None
 
 
 def outstanding_batches(conn: psycopg.Connection, job: Job) -> list[int]:

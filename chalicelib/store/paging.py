@@ -8,8 +8,11 @@ deletes while it iterates does not lose its place).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from psycopg import sql
+
+RowT = TypeVar("RowT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,7 @@ def keyset(page: Page, column: str) -> tuple[sql.Composable, sql.Composable, dic
     ident = sql.SQL(".").join(sql.Identifier(part) for part in column.split("."))
     ident_c = sql.SQL("{} COLLATE \"C\"").format(ident)
     descending = page.order == "desc"
-    conditions = [sql.SQL("TRUE")]
+    conditions: list[sql.Composable] = [sql.SQL("TRUE")]
     params: dict[str, object] = {"page_limit": page.limit + 1}
     if page.after is not None:
         conditions.append(sql.SQL("{} {} %(page_after)s").format(ident_c, sql.SQL("<" if descending else ">")))
@@ -45,7 +48,7 @@ def keyset(page: Page, column: str) -> tuple[sql.Composable, sql.Composable, dic
     return sql.SQL(" AND ").join(conditions), sql.SQL("{} {}").format(ident_c, direction), params
 
 
-def trim(page: Page, rows: list) -> tuple[list, bool]:
+def trim(page: Page, rows: list[RowT]) -> tuple[list[RowT], bool]:
     """``(rows of the page in the requested order, has_more)`` from the ``limit + 1`` rows :func:`keyset` fetched."""
     has_more = len(rows) > page.limit
     rows = rows[: page.limit]

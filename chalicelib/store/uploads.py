@@ -24,7 +24,9 @@ from chalicelib import ids
 from chalicelib.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
 from chalicelib.store.blobs import BlobStore
+from chalicelib.store.db import one
 from chalicelib.store.files import FileRow
+from chalicelib.wire import FILE_PURPOSES, UploadStatus
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ RESEND_ALLOWANCE = 2
 """All parts of an upload together may hold at most this many times its declared ``bytes`` (room for parts a
 client re-sends after a lost response; completion uses only the parts it names)."""
 
-PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+PURPOSES = FILE_PURPOSES
 """Purposes an upload may declare (those of the Files API)."""
 
 
@@ -54,7 +56,7 @@ class Upload:
     purpose: str
     bytes: int
     mime_type: str
-    status: str
+    status: UploadStatus
     file_expires_after_s: int | None
     created_at: datetime
     expires_at: datetime
@@ -134,10 +136,10 @@ def create(conn: psycopg.Connection, tenant_id: str, *, filename: str, purpose: 
 
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(Upload)) as cur:
-        return cur.execute(_INSERT_UPLOAD, {
+        return one(cur.execute(_INSERT_UPLOAD, {
             "id": ids.new_id(ids.UPLOAD), "tenant": tenant_id, "filename": filename, "purpose": purpose,
             "bytes": bytes, "mime_type": mime_type, "file_expires_after_s": file_expires_after_s,
-            "ttl": UPLOAD_TTL_S}).fetchone()
+            "ttl": UPLOAD_TTL_S}))
 
 
 def get(conn: psycopg.Connection, tenant_id: str, upload_id: str) -> Upload:
@@ -183,8 +185,8 @@ def add_part(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
             _require_pending(upload, "add parts to")  # completed or cancelled while the bytes were stored
             _check_room(conn, upload, len(data))
             with conn.cursor(row_factory=class_row(UploadPart)) as cur:
-                return cur.execute(_INSERT_PART, {"id": part_id, "upload": upload_id, "tenant": tenant_id,
-                                                  "bytes": len(data), "key": key}).fetchone()
+                return one(cur.execute(_INSERT_PART, {"id": part_id, "upload": upload_id, "tenant": tenant_id,
+                                                      "bytes": len(data), "key": key}))
     except BaseException:
         _forget(blobs, key)
         raise
@@ -285,7 +287,7 @@ def _require_pending(upload: Upload, action: str) -> None:
 
 
 def _check_room(conn: psycopg.Connection, upload: Upload, size: int) -> None:
-    stored = conn.execute(_PARTS_TOTAL, {"tenant": upload.tenant_id, "id": upload.id}).fetchone()[0]
+    stored = one(conn.execute(_PARTS_TOTAL, {"tenant": upload.tenant_id, "id": upload.id}))[0]
     if size > upload.bytes or stored + size > RESEND_ALLOWANCE * upload.bytes:
         raise InvalidRequestError(
             f"This part ({size:,} bytes) would take upload '{upload.id}' past the {upload.bytes:,} bytes it was "

@@ -1,4 +1,10 @@
-"""Vector stores: create, find, list, delete, and the per-dimension HNSW index their chunks need."""
+"""Vector stores: create, find, list, delete, share, and the per-dimension HNSW index their chunks need.
+
+Sharing (migrations/0014_shared_stores.sql): an operator marks a store ``shared``; every tenant may then read it —
+retrieve it by id and search it — while only its owner may change it, list or read its files. :func:`get` is the
+owner's view (a shared store of another tenant is refused with 403: it is visible, so "not found" would be
+untrue); ``get(..., shared=True)`` is the reader's view.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,16 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib import ids
-from chalicelib.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from chalicelib.errors import (
+    ConflictError,
+    EmbeddingMismatchError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
+from chalicelib.wire import FileCounts
 
 # HNSW build parameters: pgvector's default m=16; ef_construction raised from its default 64 to 128 because
 # benchmarks/search.py measured recall@10 0.943 at ef_search 100 with 64 (whole-cluster misses) and 1.000 with 128.
@@ -22,6 +36,8 @@ HNSW_EF_CONSTRUCTION = 128
 # pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000 (pgvector README, "HNSW").
 HNSW_MAX_VECTOR_DIM = 2000
 HNSW_MAX_HALFVEC_DIM = 4000
+# The error code of a write (or file read) on a store another tenant shared: readable, not writable.
+READ_ONLY_CODE = "vector_store_read_only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +57,13 @@ class VectorStore:
     usage_bytes: int
     created_at: datetime
     last_active_at: datetime
+    shared: bool = False
+    shared_at: datetime | None = None
+    shared_by: str | None = None
 
 
 _COLUMNS = """id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at,
-    chunk_count, keyword_length, usage_bytes, created_at, last_active_at"""
+    chunk_count, keyword_length, usage_bytes, created_at, last_active_at, shared, shared_at, shared_by"""
 
 _INSERT_TENANT = "INSERT INTO tenants (id) VALUES (%s) ON CONFLICT DO NOTHING"
 _INSERT = f"""
@@ -72,7 +91,18 @@ FROM vector_store_files WHERE tenant_id = %(tenant)s AND vector_store_id = ANY(%
 _EXPIRED = """SELECT tenant_id, id FROM vector_stores
 WHERE expires_at < now() - make_interval(secs => %(retention)s)
   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) LIMIT %(limit)s"""
-_GET = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(id)s"
+# The caller's store, or another tenant's shared one (the caller decides what it may do with the latter).
+_GET = f"SELECT {_COLUMNS} FROM vector_stores WHERE id = %(id)s AND (tenant_id = %(tenant)s OR shared)"
+_SHARE = f"""UPDATE vector_stores SET shared = %(shared)s,
+    shared_at = CASE WHEN %(shared)s THEN coalesce(shared_at, now()) END,
+    shared_by = CASE WHEN %(shared)s THEN %(by)s END
+WHERE id = %(id)s RETURNING {_COLUMNS}"""
+_LIST_SHARED = f"SELECT {_COLUMNS} FROM vector_stores WHERE shared ORDER BY shared_at, id"
+_SHARED_FILE_COUNTS = """
+SELECT vector_store_id,
+       count(*) FILTER (WHERE status = 'in_progress'), count(*) FILTER (WHERE status = 'completed'),
+       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'cancelled'), count(*)
+FROM shared_store_files WHERE vector_store_id = ANY(%(ids)s) GROUP BY vector_store_id"""
 _BY_NAME = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND name = %(name)s ORDER BY created_at"
 _LIST = f"SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s ORDER BY created_at, id"
 _DELETE = "DELETE FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(id)s"
@@ -99,10 +129,9 @@ def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model:
     ensure_tenant(conn, tenant_id)
     ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
-        cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
-                              "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
-                              "expires_after": Jsonb(expires_after) if expires_after else None})
-        return cur.fetchone()
+        return one(cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
+                                         "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
+                                         "expires_after": Jsonb(expires_after) if expires_after else None}))
 
 
 def list_page(conn: psycopg.Connection, tenant_id: str, page: Page) -> tuple[list[VectorStore], bool]:
@@ -123,6 +152,7 @@ def update(conn: psycopg.Connection, tenant_id: str, store_id: str, *, name: Any
 
     Raises:
         NotFoundError: no such store for this tenant.
+        PermissionDeniedError: (403) a store another tenant shared (read-only).
     """
     params = {"tenant": tenant_id, "id": store_id,
               "set_name": name is not _UNSET, "name": None if name is _UNSET else name,
@@ -133,18 +163,26 @@ def update(conn: psycopg.Connection, tenant_id: str, store_id: str, *, name: Any
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
         row = cur.execute(_UPDATE, params).fetchone()
     if row is None:
+        get(conn, tenant_id, store_id)  # raises: not found, or another tenant's shared store (read-only)
         raise NotFoundError(f"No vector store found with id '{store_id}'.", param="vector_store_id")
     return row
 
 
-FileCounts = dict[str, int]  # {"in_progress", "completed", "failed", "cancelled", "total"}
-
-
 def file_counts(conn: psycopg.Connection, tenant_id: str, store_ids: list[str]) -> dict[str, FileCounts]:
     """Per store, the number of attached files in each status (computed from the rows, so always consistent)."""
-    counts = {sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
-    for sid, in_progress, completed, failed, cancelled, total in conn.execute(
-            _FILE_COUNTS, {"tenant": tenant_id, "ids": store_ids}).fetchall():
+    return _counts(store_ids, conn.execute(_FILE_COUNTS, {"tenant": tenant_id, "ids": store_ids}).fetchall())
+
+
+def shared_file_counts(conn: psycopg.Connection, store_ids: list[str]) -> dict[str, FileCounts]:
+    """:func:`file_counts` of shared stores, for any tenant (through the view ``shared_store_files``, which shows
+    the owner's attachments of shared stores only); a store that is not shared counts no files."""
+    return _counts(store_ids, conn.execute(_SHARED_FILE_COUNTS, {"ids": store_ids}).fetchall())
+
+
+def _counts(store_ids: list[str], rows: list[tuple[Any, ...]]) -> dict[str, FileCounts]:
+    counts: dict[str, FileCounts] = {
+        sid: {"in_progress": 0, "completed": 0, "failed": 0, "cancelled": 0, "total": 0} for sid in store_ids}
+    for sid, in_progress, completed, failed, cancelled, total in rows:
         counts[sid] = {"in_progress": in_progress, "completed": completed, "failed": failed,
                        "cancelled": cancelled, "total": total}
     return counts
@@ -174,28 +212,68 @@ def sweep_expired(conn: psycopg.Connection, *, retention_s: float, tenant_id: st
     return sum(delete(conn, tenant, store_id) for tenant, store_id in rows)
 
 
-def get(conn: psycopg.Connection, tenant_id: str, store_id: str) -> VectorStore:
-    """The tenant's store ``store_id``.
+def get(conn: psycopg.Connection, tenant_id: str, store_id: str, *, shared: bool = False) -> VectorStore:
+    """The tenant's store ``store_id``; with ``shared=True`` also a store another tenant shared (read it, search it,
+    never change it: check ``store.tenant_id`` before writing).
 
     Raises:
-        NotFoundError: no such store for this tenant.
+        NotFoundError: no such store for this tenant (another tenant's unshared store is "not found" too).
+        PermissionDeniedError: (403, code :data:`READ_ONLY_CODE`) without ``shared``, a store another tenant
+            shared: the caller can see it but may not change it or read its files.
     """
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
         row = cur.execute(_GET, {"tenant": tenant_id, "id": store_id}).fetchone()
     if row is None:
         raise NotFoundError(f"No vector store found with id '{store_id}'.", param="vector_store_id")
+    if row.tenant_id != tenant_id and not shared:
+        raise read_only(store_id)
     return row
 
 
-def find(conn: psycopg.Connection, tenant_id: str, name_or_id: str) -> VectorStore | None:
-    """The tenant's store whose id or name is ``name_or_id``; None if there is none.
+def read_only(store_id: str) -> PermissionDeniedError:
+    """The error for a write on (or a file read of) a store another tenant shared."""
+    return PermissionDeniedError(f"Vector store '{store_id}' is shared read-only: you can retrieve and search it; "
+                                 "only its owner can change it or list and read its files.",
+                                 param="vector_store_id", code=READ_ONLY_CODE)
+
+
+def set_shared(conn: psycopg.Connection, store_id: str, shared: bool, *, by: str | None = None) -> VectorStore:
+    """Share ``store_id`` with every tenant (read-only), or stop sharing it; ``by`` names who did (kept while
+    shared). Sharing an already shared store keeps its ``shared_at``. Operators only: run it on the owner's
+    connection (:func:`chalicelib.store.db.connect`); the API's role is refused by a trigger.
+
+    Raises:
+        NotFoundError: no store has that id (in any tenant).
+        PermissionDeniedError: ``conn`` acts as the API's role (the trigger of migrations/0014 refuses it).
+    """
+    try:
+        with conn.transaction(), conn.cursor(row_factory=class_row(VectorStore)) as cur:
+            row = cur.execute(_SHARE, {"id": store_id, "shared": shared, "by": by}).fetchone()
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise PermissionDeniedError("Only an operator (the database owner, e.g. `engram stores share`) can share or "
+                                    "unshare a vector store.", param="vector_store_id") from exc
+    if row is None:
+        raise NotFoundError(f"No vector store found with id '{store_id}'.", param="vector_store_id")
+    return row
+
+
+def list_shared(conn: psycopg.Connection) -> list[VectorStore]:
+    """Every shared store (any tenant's), in the order they were shared."""
+    with conn.cursor(row_factory=class_row(VectorStore)) as cur:
+        return cur.execute(_LIST_SHARED).fetchall()
+
+
+def find(conn: psycopg.Connection, tenant_id: str, name_or_id: str, *, shared: bool = False) -> VectorStore | None:
+    """The tenant's store whose id or name is ``name_or_id``; None if there is none. With ``shared=True`` an id may
+    also name a store another tenant shared (names are looked up in the tenant's own stores only).
 
     Raises:
         ConflictError: several stores share that name (use the id).
+        PermissionDeniedError: without ``shared``, the id of a store another tenant shared (read-only).
     """
     if name_or_id.startswith(ids.VECTOR_STORE):
         try:
-            return get(conn, tenant_id, name_or_id)
+            return get(conn, tenant_id, name_or_id, shared=shared)
         except NotFoundError:
             pass
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
@@ -211,6 +289,7 @@ def find_or_create(conn: psycopg.Connection, tenant_id: str, name: str, *, model
 
     Raises:
         EmbeddingMismatchError: the existing store uses another embedding model or dimension.
+        PermissionDeniedError: ``name`` is the id of a store another tenant shared (read-only).
     """
     store = find(conn, tenant_id, name)
     if store is None:
@@ -225,9 +304,18 @@ def check_embedding(store: VectorStore, model: str, dim: int) -> None:
     Raises:
         EmbeddingMismatchError: ``model``/``dim`` differ from what the store was created with.
     """
-    if store.embedding_model != model or store.embedding_dim != dim:
+    check_model(store.id, store.embedding_model, store.embedding_dim, model, dim)
+
+
+def check_model(store_id: str, store_model: str, store_dim: int, model: str, dim: int) -> None:
+    """:func:`check_embedding` for a store known by its id, model and dimensions.
+
+    Raises:
+        EmbeddingMismatchError: ``model``/``dim`` differ from ``store_model``/``store_dim``.
+    """
+    if store_model != model or store_dim != dim:
         raise EmbeddingMismatchError(
-            f"Vector store '{store.id}' holds {store.embedding_model} embeddings ({store.embedding_dim} dimensions); "
+            f"Vector store '{store_id}' holds {store_model} embeddings ({store_dim} dimensions); "
             f"the configured embedder is {model} ({dim} dimensions). Mixing models in one store would make its "
             "search meaningless: use the store's model or create a new store.",
             param="vector_store_id",
@@ -290,7 +378,7 @@ def hnsw_index(conn: psycopg.Connection, dim: int) -> HnswIndex:
     Indexes are built over ``halfvec`` where pgvector has it (≥ 0.7; migrations/0011 converted older ones), but a
     server whose pgvector was upgraded after the index was built still holds a ``vector`` one: the index's operator
     class decides, not the version."""
-    version, opclass = conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)).fetchone()
+    version, opclass = one(conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)))
     parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
     kind = None if opclass is None else ("halfvec" if opclass.startswith("halfvec") else "vector")
     return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0))

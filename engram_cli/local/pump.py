@@ -107,8 +107,13 @@ def failed_ids(result: Any, message_ids: list[str]) -> set[str]:
     failures, ids = result["batchItemFailures"], set(message_ids)
     if not isinstance(failures, list):
         return ids
-    reported = {item.get("itemIdentifier") if isinstance(item, dict) else None for item in failures}
-    return reported if reported <= ids else ids
+    reported: set[str] = set()
+    for item in failures:
+        identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
+        if not isinstance(identifier, str) or identifier not in ids:
+            return ids
+        reported.add(identifier)
+    return reported
 
 
 class Pump:
@@ -153,10 +158,10 @@ class Pump:
             for i in range(count):
                 self._spawn(f"pump-{source.name}-{i}", self._poll_loop, source, url, arn)
         schedules = [(s, rate_seconds(s.schedule_expression)) for s in self.schedules()]
-        for source, period in schedules:
+        for schedule, period in schedules:
             if period is None:
-                logger.warning("schedule %s (%s) is a cron expression: not run locally", source.name,
-                               source.schedule_expression)
+                logger.warning("schedule %s (%s) is a cron expression: not run locally", schedule.name,
+                               schedule.schedule_expression)
         runnable = [(s, p / self._speedup) for s, p in schedules if p is not None]
         if runnable:
             self._spawn("pump-schedules", self._schedule_loop, runnable)
@@ -283,7 +288,7 @@ class Pump:
                             **(credentials() if self._endpoint else {}))
 
     def _resolve_url(self, sqs: Any, source: SQSEventConfig) -> str:
-        name = source.queue or source.queue_arn.rsplit(":", 1)[-1]
+        name = source.queue or (source.queue_arn or "").rsplit(":", 1)[-1]  # Chalice requires one of them
         return self._queue_urls.get(name) or sqs.get_queue_url(QueueName=name)["QueueUrl"]
 
     def _function_name(self, handler_name: str) -> str:

@@ -19,7 +19,7 @@ from engram_cli.local.stack import DEFAULT_BUCKET, DEFAULT_PORT, LocalStack, Sta
 
 def queue_roles() -> dict[str, str]:
     """Role → queue name for every queue of the message table (:data:`chalicelib.dispatch.table.QUEUES`), e.g.
-    ``{"ingest": "engram-ingest", "embed": "engram-embed"}``."""
+    ``{"ingest": "engram-ingest", "embed": "engram-embed", "memory": "engram-memory"}``."""
     from chalicelib.dispatch.table import QUEUES
 
     return {spec.role: spec.name for spec in QUEUES}
@@ -45,12 +45,12 @@ def visibility_timeouts() -> dict[str, int]:
 
 def start_stack(config: Settings, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                 visibility_timeout_s: int | None = None, dsn: str | None = None) -> LocalStack:
-    """Start moto for Engram: bucket ``config.bucket`` (default ``engram-local``), the ingest and embed queues with
-    DLQs (``maxReceiveCount`` = ``config.max_receives``; visibility = each handler's Lambda timeout unless
-    ``visibility_timeout_s``), the bucket notification, the DSN secret (``dsn``; default the configured database's
-    URL, starting the embedded server). Writes the state file under ``config.data_dir`` and exports the stack's
-    environment to this process (``chalicelib.config.settings()`` is re-read). ``.stop()`` stops it and restores
-    the environment (clear the settings cache after it).
+    """Start moto for Engram: bucket ``config.bucket`` (default ``engram-local``), every queue of the message table
+    (ingest, embed, memory) with its DLQ (``maxReceiveCount`` = ``config.max_receives``; visibility = each
+    handler's Lambda timeout unless ``visibility_timeout_s``), the bucket notification, the DSN secret (``dsn``;
+    default the configured database's URL, starting the embedded server). Writes the state file under
+    ``config.data_dir`` and exports the stack's environment to this process (``chalicelib.config.settings()`` is
+    re-read). ``.stop()`` stops it and restores the environment (clear the settings cache after it).
 
     Raises:
         OSError: the port is taken.
@@ -133,8 +133,10 @@ def start_services(config: Settings, *, aws_port: int = DEFAULT_PORT, workers: i
         OSError: ``aws_port`` is taken.
     """
     stack = start_stack(config, port=aws_port)
+    state = stack.state
+    assert state is not None  # start_stack started it
     try:
-        running = start_pump(stack.state, workers=workers) if pump else None
+        running = start_pump(state, workers=workers) if pump else None
     except Exception:
         stack.stop()
         raise
@@ -167,16 +169,21 @@ def wait_for_files(config: Settings, state: StackState, tenant: str, store: str,
                    interval_s: float = 0.5) -> dict[str, Any]:
     """Poll until every file of ``names`` in the store is final (completed, failed or cancelled) and the stack's
     queues are drained, or ``timeout_s`` seconds pass; ``on_progress(final_count)`` after each poll. Returns the last
-    :func:`store_files` (files not yet seen are missing from it)."""
-    final = ("completed", "failed", "cancelled")
+    :func:`store_files` (files not yet seen are missing from it). One connection and one count per poll, so the
+    polling takes little from the work it waits for."""
+    from chalicelib.store import attachments, vector_stores
+    from chalicelib.store.db import connect
+
     deadline = time.monotonic() + timeout_s
-    while True:
-        rows = store_files(config, tenant, store, names)
-        done = sum(row.status in final for row in rows.values())
-        if on_progress is not None:
-            on_progress(done)
-        if done == len(names) and all(queue_depth(state, q) == 0 for q in state.roles.values()):
-            return rows
-        if time.monotonic() > deadline:
-            return rows
-        time.sleep(interval_s)
+    with connect(config) as conn:
+        while True:
+            found = vector_stores.find(conn, tenant, store)
+            done = attachments.count_final(conn, tenant, found.id, sorted(names)) if found is not None else 0
+            if on_progress is not None:
+                on_progress(done)
+            if done == len(names) and all(queue_depth(state, q) == 0 for q in state.roles.values()):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(interval_s)
+    return store_files(config, tenant, store, names)

@@ -212,8 +212,9 @@ class LocalStack:
         self._data_dir = Path(data_dir)
         self._export_env = export_env
         self._previous_env: dict[str, str | None] = {}
-        self._provision_args = dict(bucket=bucket, queues=dict(queues), notify_queue=notify_queue,
-                                    max_receives=max_receives, visibility_timeout_s=visibility_timeout_s, dsn=dsn)
+        self._provision = functools.partial(provision, bucket=bucket, queues=dict(queues), notify_queue=notify_queue,
+                                            max_receives=max_receives, visibility_timeout_s=visibility_timeout_s,
+                                            dsn=dsn)
         self._region, self._host, self._port = region, host, port
         self._server: Any = None
         self.state: StackState | None = None
@@ -226,6 +227,9 @@ class LocalStack:
         """
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
+        from engram_cli.local import moto_fixes
+
+        moto_fixes.apply()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per SQS poll
         _check_port_free(self._host, self._port)
         self._server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
@@ -235,7 +239,7 @@ class LocalStack:
 
         # moto's backends are per process, not per server: start from nothing, as a new process does.
         httpx.post(f"http://{host}:{port}/moto-api/reset", timeout=10.0).raise_for_status()
-        self.state = provision(f"http://{host}:{port}", self._region, **self._provision_args)
+        self.state = self._provision(f"http://{host}:{port}", self._region)
         self.state.save(self._data_dir)
         if self._export_env:
             self._previous_env = apply_env(self.state)

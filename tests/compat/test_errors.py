@@ -183,10 +183,33 @@ def test_unknown_route_uses_the_envelope_and_hides_the_key(http):
     ("DELETE", "/vector_stores"),
     ("PUT", "/files/file-abc"),
 ])
-def test_wrong_method_is_4xx(http, method, path):
+def test_wrong_method_is_404_invalid_url_as_openai_answers(http, method, path):
     response = http.request(method, path, json={})
-    assert response.status_code == 405, response.text
+    assert response.status_code == 404, response.text
     _error(response)
+    assert response.json()["error"]["message"] == f"Invalid URL ({method} /v1{path})"
+
+
+@pytest.mark.parametrize("raw", [
+    b"GARBAGE\r\n\r\n",
+    b"FROB /v1/files HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /v1/vector_stores HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
+    b"GET /v1/files HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+])
+def test_malformed_http_gets_a_400_envelope(server, raw):
+    import json
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(raw)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"400", reply[:300]
+    assert set(json.loads(body)["error"]) == {"message", "type", "param", "code"}
 
 
 # ---- retry headers ---------------------------------------------------------------------------------------------

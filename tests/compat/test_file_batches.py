@@ -247,6 +247,16 @@ def test_batch_of_large_files_completes_in_the_background(client):
     assert_store_counts_consistent(client, store.id)
 
 
+def test_cancelling_a_finished_batch_returns_it_unchanged(client):
+    store = client.vector_stores.create(name="batch-done")
+    ids = [upload(client, f"d{i}.txt", b"small finished file about otters") for i in range(2)]
+    batch = client.vector_stores.file_batches.create(store.id, file_ids=ids)
+    assert batch.status == "completed"
+    again = client.vector_stores.file_batches.cancel(batch.id, vector_store_id=store.id)
+    assert again.status == "completed" and again.file_counts.completed == 2 and again.file_counts.cancelled == 0
+    assert client.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id).status == "completed"
+
+
 def test_cancel_a_batch_of_large_files(client):
     store = client.vector_stores.create(name="batch-cancel")
     words = ["narwhal", "axolotl", "pangolin", "quetzal"]

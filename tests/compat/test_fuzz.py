@@ -6,11 +6,23 @@ generated request can legitimately write, by construction:
 
 - routes that change a stored object (update/delete a store, delete a file, cancel a batch, update/detach a store
   file) only ever name objects that do not exist;
+- the mem0 purge (``DELETE /mem0/v1/memories``) is only ever given scope ids it refuses; the native purge
+  (``DELETE /v1/memories``) names any scope but the real memories' (their owner id is made at run time: hypothesis
+  draws constants from the source, never this one), so it removes nothing;
 - routes that create (``POST /files``, ``/vector_stores``, ``/vector_stores/{id}/files``, ``/file_batches``,
-  ``/uploads``) always carry a "poison": a field that is invalid, or a file id that does not exist (checked before
-  anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever name nothing;
-- ``POST /responses`` always names a ``previous_response_id`` that does not exist (checked before the model is
-  called or anything is stored); no response exists, so the routes under ``/responses/{id}`` only ever name nothing;
+  ``/uploads``, ``/conversations``) always carry a "poison": a field that is invalid, or a file id that does not
+  exist (checked before anything is written); no upload exists, so the routes under ``/uploads/{id}`` only ever
+  name nothing;
+- ``POST /responses`` always names a ``previous_response_id`` or a ``conversation`` that does not exist (checked
+  before the model is called or anything is stored); no response exists, so the routes under ``/responses/{id}``
+  only ever name nothing;
+- the routes that change a conversation (update, delete, add items, delete an item) only ever name conversations
+  that do not exist; reading routes may name the real one and its real item;
+- ``POST /memories`` always carries a field its schema refuses, or infers with no memory model configured (refused
+  before anything is written, the ``Idempotency-Key`` included); updates, restores and deletes of a memory only
+  ever name memories that do not exist;
+- the mem0 adapter's add (``POST /mem0/v3/memories/add``) carries an invalid ``user_id``; its get_all and search
+  are read-only;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -21,8 +33,10 @@ from __future__ import annotations
 import json
 import re
 import string
+import time
 import urllib.parse
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -34,6 +48,8 @@ import app as application
 from chalicelib import ids
 from chalicelib.api.routes.files import PURPOSES
 from chalicelib.api.schemas import FileExpiresAfter
+from chalicelib.memory.model import MEMORY_TYPES
+from chalicelib.memory.recall import STRATEGIES
 from chalicelib.store import db
 
 # The in-process server's threads (connection pool, worker) use the random module while hypothesis generates.
@@ -48,10 +64,13 @@ SEARCH = settings(HYPOTHESIS, max_examples=400)
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 PATH_PARAM = re.compile(r"\{(\w+)\}")
 ROUTES = sorted((path, method) for path, methods in application.app.routes.items() for method in methods
-                if path.startswith("/v1/"))
+                if path.startswith(("/v1/", "/mem0/")))
 
 # Which path parameters may name a real object, per (method, template); the rest only ever name nothing.
-READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search")}
+READ_ONLY = {(m, p) for p, m in ROUTES if m == "GET"} | {("POST", "/v1/vector_stores/{vector_store_id}/search"),
+                                                        ("POST", "/v1/memories/search"),
+                                                        ("POST", "/mem0/v3/memories"),
+                                                        ("POST", "/mem0/v3/memories/search")}
 REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/files"),  # poisoned file_id
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches"),  # poisoned file ids
@@ -60,7 +79,9 @@ REAL_STORE_OK = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),  # the batch never exists
 }
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
-            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE}
+            "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
+            "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
+            "item_id": ids.MESSAGE}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -78,7 +99,15 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/uploads"), ("POST", "/v1/uploads/{upload_id}/parts"),
         ("POST", "/v1/uploads/{upload_id}/complete"), ("POST", "/v1/uploads/{upload_id}/cancel"),
         ("POST", "/v1/responses"), ("DELETE", "/v1/responses/{response_id}"),
-        ("POST", "/v1/responses/{response_id}/cancel")} == WRITES
+        ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
+        ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
+        ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
+        ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
+        ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
+        ("DELETE", "/mem0/v1/memories"),
+        ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
+        ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
+        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -96,6 +125,11 @@ class Real:
     vector_store_id: str
     file_id: str
     batch_id: str
+    conversation_id: str
+    item_id: str
+    memory_id: str
+    job_id: str
+    owner: str  # the real memories' user_id (made at run time: no strategy ever draws it)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +140,7 @@ def http(server, make_key):
 
 
 @pytest.fixture(scope="module")
-def real(make_client) -> Real:
+def real(make_client, http) -> Real:
     c = make_client("fuzz")
     f = c.files.create(file=("fuzz.txt", b"Fuzzing target text about lighthouses and tides."), purpose="assistants")
     store = c.vector_stores.create(name="fuzz", metadata={"k": "v"})
@@ -115,7 +149,29 @@ def real(make_client) -> Real:
     g = c.files.create(file=("fuzz2.txt", b"A second file about harbours."), purpose="assistants")
     batch = c.vector_stores.file_batches.create(store.id, file_ids=[g.id])
     assert batch.status == "completed"
-    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id)
+    conversation = c.conversations.create(metadata={"k": "v"}, items=[
+        {"role": "user", "content": "Where is the lighthouse?"},
+        {"type": "file_search_call", "id": "fs_fuzz", "queries": ["lighthouse"], "status": "completed",
+         "results": [{"file_id": f.id, "filename": "fuzz.txt", "score": 0.9, "text": "lighthouses and tides"}]}])
+    item = c.conversations.items.list(conversation.id, order="asc").data[0]
+    owner = f"owner-{uuid.uuid4().hex}"
+    added = http.post("/v1/memories", json={"messages": "The lighthouse keeper drinks tea at dusk.", "user_id": owner,
+                                            "infer": False, "metadata": {"n": 1, "s": "x"}},
+                      headers={"Idempotency-Key": f"fuzz-{uuid.uuid4().hex}"})
+    assert added.status_code == 200, added.text
+    (memory,) = added.json()["results"]
+    queued = http.post("/v1/memories", json={"messages": "Spring tides follow the full moon.", "user_id": owner,
+                                             "infer": False, "async": True})
+    assert queued.status_code == 202, queued.text
+    job = queued.json()
+    for _ in range(200):  # the server's background worker runs it
+        job = http.get(f"/v1/memories/jobs/{job['id']}").json()
+        if job["status"] == "completed":
+            break
+        time.sleep(0.05)
+    assert job["status"] == "completed", job
+    return Real(vector_store_id=store.id, file_id=f.id, batch_id=batch.id, conversation_id=conversation.id,
+                item_id=item.id, memory_id=memory["id"], job_id=job["id"], owner=owner)
 
 
 SNAPSHOT_QUERIES = {
@@ -133,6 +189,24 @@ SNAPSHOT_QUERIES = {
     "uploads": "SELECT id, tenant_id, status, bytes, file_id FROM uploads",
     "upload_parts": "SELECT id, upload_id, bytes FROM upload_parts",
     "responses": "SELECT id, tenant_id, status, summary FROM responses",
+    "agents": "SELECT id, tenant_id, name, model, instructions, tools, memory, metadata FROM agents",
+    "embedding_cache": "SELECT tenant_id, model, sha256 FROM embedding_cache",
+    # a search records its hits' access (access_count, last_accessed_at), as reads of stores touch last_active_at
+    "memories": "SELECT id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence, "
+                "importance, metadata, valid_from, valid_to, superseded_by, invalidated_by, pinned, expires_at, "
+                "archived_at, consolidated_into, updated_at, md5(embedding::text) FROM memories",
+    "memory_history": "SELECT id, tenant_id, memory_id, user_id, agent_id, run_id, event, old_memory, new_memory, "
+                      "details FROM memory_history",
+    "memory_jobs": "SELECT id, tenant_id, user_id, status, request, results, usage, last_error, attempts, "
+                   "updated_at, completed_at FROM memory_jobs",
+    "idempotency_keys": "SELECT tenant_id, key, route, request_sha256, status_code, response, user_id "
+                        "FROM idempotency_keys",
+    "exchanges": "SELECT id, tenant_id, response_id, md5(user_prompt), md5(assistant_response) FROM exchanges",
+    # every purge is audited, also of a scope that held nothing: those entries alone may appear
+    "memory_audit": "SELECT id, tenant_id, event, entity_type, entity_id, user_id, details FROM memory_audit "
+                    "WHERE event <> 'purge' OR EXISTS (SELECT 1 FROM jsonb_each_text(details) WHERE value <> '0')",
+    "conversations": "SELECT id, tenant_id, metadata, summary, summary_seq FROM conversations",
+    "conversation_items": "SELECT conversation_id, id, seq, turn, md5(item::text) FROM conversation_items",
 }
 
 
@@ -145,7 +219,11 @@ def _snapshot(api_settings) -> dict[str, list]:
 def before(api_settings, real, server) -> dict[str, list]:
     """Every stored row, before the module's fuzzing."""
     snapshot = _snapshot(api_settings)
-    assert snapshot["chunks"] and snapshot["file_batches"]
+    assert snapshot["chunks"] and snapshot["file_batches"] and snapshot["conversation_items"]
+    assert snapshot["memories"] and snapshot["memory_history"] and snapshot["memory_jobs"]
+    assert snapshot["idempotency_keys"]
+    # an inferring add is refused before anything is written only while no memory model is configured
+    assert api_settings.memory_model is None and api_settings.chat_model is None
     return snapshot
 
 
@@ -223,6 +301,12 @@ ranking_options = st.one_of(
                                                                                     "text_weight": weight}))}),
     json_value)
 query = st.one_of(text, st.lists(text, max_size=20), st.just("q" * 5000), json_value)
+# Memory scopes: never the real owner's (made at run time), so a purge can never reach the real memories.
+scope_id = st.one_of(st.sampled_from(["u1", "", " ", "x" * 128, "x" * 129]), text, json_value)
+flag = st.one_of(st.booleans(), scalar)
+memory_type = st.one_of(st.sampled_from(["fact", "preference", "episode", "knowledge", "gossip", "FACT", ""]), text)
+unix_time = st.one_of(st.integers(-10, 2 ** 40), st.sampled_from([0, 253_402_300_799, 253_402_300_800, 10 ** 400]),
+                      scalar)
 
 FIELDS = {
     "name": text, "description": text, "metadata": pairs, "attributes": pairs, "file_ids": st.lists(id_value,
@@ -250,7 +334,57 @@ FIELDS = {
             "ranking_options": ranking_options, "max_num_results": scalar, "name": text,
             "parameters": json_value})), max_size=3),
     "tool_choice": st.one_of(st.sampled_from(["auto", "none", "required", {"type": "file_search"}]), json_value),
+    "messages": st.one_of(text, json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool"]), text)}, optional={
+            "content": st.one_of(text, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+                {"type": st.one_of(st.sampled_from(["text", "input_text", "image"]), text), "text": text})),
+                max_size=3)),
+            "name": text})), max_size=4)),
+    "user_id": st.one_of(st.just("fuzz-user"), scope_id), "agent_id": scope_id, "run_id": scope_id,
+    "top_k": st.one_of(st.integers(-5, 200), scalar), "threshold": scalar, "text": text, "infer": flag,
+    "memory": text, "async": flag, "pinned": flag, "include_invalidated": flag, "verified": flag,
+    "memory_type": memory_type, "memory_types": st.one_of(st.lists(memory_type, max_size=20), json_value),
+    "categories": st.one_of(st.lists(text, max_size=20), json_value), "importance": weight,
+    "score_threshold": weight, "expires_at": unix_time, "as_of": unix_time, "created_after": unix_time,
+    "created_before": unix_time,
+    "ranking": st.one_of(st.sampled_from(["semantic", "keyword", "balanced", "recency", "priority", "fastest"]),
+                         st.fixed_dictionaries({}, optional={"vector": weight, "text": weight, "recency": weight,
+                                                             "importance": weight}), json_value),
+    "expiration_date": st.one_of(st.sampled_from(["2030-01-31", "9999-12-31", "0001-01-01", "2030-02-30"]), text),
+    "timestamp": st.one_of(unix_time, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00+05:00", "-1", "1e400"])),
+    "reference_date": st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-01-01T00:00:00Z", "9999-12-31"])),
+    "items": st.one_of(json_value, st.lists(st.one_of(json_value, st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "developer"]), text)}, optional={
+            "type": st.one_of(st.sampled_from(["message", "function_call", "function_call_output",
+                                               "file_search_call", "reasoning"]), text),
+            "id": st.one_of(st.sampled_from(["msg_x", "fs_fuzz", "", "x" * 200]), text),
+            "content": st.one_of(text, st.lists(json_value, max_size=3)), "call_id": text, "name": text,
+            "arguments": text, "output": scalar, "queries": json_value})), max_size=25)),
+    "conversation": st.one_of(st.sampled_from([unknown_id(ids.CONVERSATION), {"id": unknown_id(ids.CONVERSATION)},
+                                               "conv_", {"id": None}, {}]), json_value),
 }
+# Values the memory schemas accept (so the dedicated memory runs reach the code behind the schema).
+VALID_MEMORY = {
+    "agent_id": st.text(min_size=1, max_size=20), "run_id": st.text(min_size=1, max_size=20),
+    "memory": st.text(min_size=1, max_size=200), "metadata": st.dictionaries(st.text(min_size=1, max_size=8), scalar,
+                                                                             max_size=5),
+    "memory_type": st.sampled_from(MEMORY_TYPES), "memory_types": st.lists(st.sampled_from(MEMORY_TYPES), max_size=3),
+    "categories": st.lists(st.text(min_size=1, max_size=64), max_size=5),
+    "importance": st.floats(0, 1), "score_threshold": st.floats(0, 1), "top_k": st.integers(1, 100),
+    "pinned": st.booleans(), "include_invalidated": st.booleans(), "verified": st.booleans(),
+    **{name: st.integers(0, 253_402_300_799) for name in ("expires_at", "timestamp", "as_of", "created_after",
+                                                          "created_before")},
+    "ranking": st.one_of(st.sampled_from(sorted(STRATEGIES)), st.fixed_dictionaries(
+        {"vector": st.floats(0, 100), "text": st.floats(0, 100)},
+        optional={"recency": st.floats(0, 100), "importance": st.floats(0, 100)})),
+}
+
+
+def memory_field(name: str, hostile: bool) -> st.SearchStrategy:
+    """A value for memory field ``name``: any hostile one, or one its schema accepts."""
+    return FIELDS[name] if hostile or name not in VALID_MEMORY else VALID_MEMORY[name]
+
+
 # Fields each body-taking route reads (others are sent too: unknown fields must be ignored).
 ROUTE_FIELDS = {
     "/v1/vector_stores": ["name", "description", "file_ids", "chunking_strategy", "expires_after", "metadata"],
@@ -262,7 +396,21 @@ ROUTE_FIELDS = {
     "/v1/vector_stores/{vector_store_id}/file_batches": ["file_ids", "files", "attributes", "chunking_strategy"],
     "/v1/uploads": ["bytes", "filename", "mime_type", "purpose", "expires_after"],
     "/v1/uploads/{upload_id}/complete": ["part_ids", "md5"],
-    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata"],
+    "/v1/responses": ["model", "input", "instructions", "tools", "tool_choice", "include", "metadata", "conversation"],
+    "/v1/conversations": ["items", "metadata"],
+    "/v1/conversations/{conversation_id}": ["metadata"],
+    "/v1/conversations/{conversation_id}/items": ["items"],
+    "/mem0/v3/memories/add": ["messages", "user_id", "filters", "metadata", "infer", "timestamp", "expiration_date"],
+    "/mem0/v3/memories/search": ["query", "filters", "user_id", "top_k", "threshold", "metadata", "reference_date"],
+    "/mem0/v3/memories": ["filters", "user_id"],
+    "/mem0/v1/memories/{memory_id}": ["text", "metadata", "timestamp", "expiration_date"],
+    "/v1/memories": ["messages", "user_id", "agent_id", "run_id", "metadata", "infer", "memory_type", "categories",
+                     "importance", "pinned", "expires_at", "timestamp", "async"],
+    "/v1/memories/search": ["query", "user_id", "agent_id", "run_id", "filters", "top_k", "score_threshold",
+                            "memory_types", "created_after", "created_before", "ranking", "include_invalidated",
+                            "as_of"],
+    "/v1/memories/{memory_id}": ["memory", "metadata", "memory_type", "categories", "importance", "pinned",
+                                 "expires_at", "timestamp", "verified"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -336,7 +484,33 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
                         "filename": draw(st.sampled_from(["/", "dir/", "\\", 5, ""])),
                         "mime_type": draw(st.sampled_from(["", None, 7]))}[choice]
     elif template == "/v1/responses":
-        body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        if draw(st.booleans()):
+            body["previous_response_id"] = unknown_id(ids.RESPONSE)
+        else:
+            body.pop("previous_response_id", None)
+            body["conversation"] = draw(st.sampled_from([unknown_id(ids.CONVERSATION),
+                                                         {"id": unknown_id(ids.CONVERSATION)}]))
+    elif template == "/v1/conversations" and method == "POST":
+        choice = draw(st.sampled_from(["metadata", "items", "item"]))
+        body[choice if choice != "item" else "items"] = {
+            "metadata": ["not", "an", "object"],
+            "items": [{"role": "user", "content": f"m{i}"} for i in range(21)],
+            "item": [{"role": "user", "content": "ok"}, {"type": "reasoning", "summary": []}]}[choice]
+    elif template == "/v1/agents" and method == "POST":
+        body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
+    elif template == "/mem0/v3/memories/add" and method == "POST":
+        body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
+    elif template == "/v1/memories" and method == "POST":
+        choice = draw(st.sampled_from(["user_id", "messages", "importance", "memory_type", "timestamp", "async",
+                                       "unknown", "no-model"]))
+        if choice == "no-model":  # whatever else it holds, an inferring add is refused: no memory model is set
+            body["infer"] = True
+        else:
+            body[{"unknown": "bogus"}.get(choice, choice)] = draw(st.sampled_from({
+                "user_id": [5, "", ["u"], "x" * 200], "messages": ["", [], [{"role": "tool", "content": "x"}], 7],
+                "importance": [2, -0.1, "0.5", 10 ** 400], "memory_type": ["gossip", "FACT", 1],
+                "timestamp": [-1, "yesterday", 253_402_300_800, 1.5], "async": ["yes", 1, "true"],
+                "unknown": [1, None, "x"]}[choice]))
     return body
 
 
@@ -370,7 +544,10 @@ query_value = st.one_of(st.sampled_from(["-1", "0", "abc", "1e3", "10001", "101"
                                          "desc", "asc", "ASC", "in_progress", "x", "🦜", "\x00", "a" * 200,
                                          "file-../x", "vs_%00", "' OR 1=1"]), st.text(max_size=20))
 query_params = st.dictionaries(st.sampled_from(["limit", "order", "after", "before", "filter", "purpose", "x",
-                                                "limit[]", "order\x00"]), query_value, max_size=4)
+                                                "limit[]", "order\x00", "user_id", "agent_id", "run_id", "include",
+                                                "include[]", "memory_type", "include_inactive"]),
+                               st.one_of(query_value, st.sampled_from(["file_search_call.results", "true", "false",
+                                                                       "1", "0", "fact", "u1"])), max_size=4)
 
 
 @dataclass
@@ -381,6 +558,7 @@ class Call:
     params: dict[str, str]
     content: bytes | None
     content_type: str | None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @st.composite
@@ -399,6 +577,19 @@ def calls(draw, real: Real) -> Call:
     for name, value in values.items():
         path_text = path_text.replace("{" + name + "}", value)
     params = draw(query_params)
+    if method == "DELETE" and path == "/mem0/v1/memories":
+        # the mem0 purge names its scope in the query: keep only ids it must refuse (NUL), make the others too long
+        params = {k: (v if k not in ("user_id", "agent_id", "run_id", "app_id") or "\x00" in v else "x" * 200)
+                  for k, v in params.items()}
+    if method == "DELETE" and path == "/v1/memories":  # the native purge: any scope but the real one
+        params = {k: v for k, v in params.items() if v != real.owner}
+    if method == "GET" and path == "/v1/memories" and draw(st.booleans()):
+        params["user_id"] = real.owner  # a read may name the real scope
+    headers = {}
+    if path == "/v1/memories" and method == "POST" and draw(st.booleans()):
+        # (httpx refuses header values with surrounding whitespace, so none is sent)
+        headers["Idempotency-Key"] = draw(st.one_of(st.sampled_from(["k", "a b", "x" * 1000, "' OR 1=1 --"]),
+                                                    st.text(alphabet=string.printable.strip(), max_size=60)))
     if path == "/v1/files" and method == "POST":
         content, ctype = draw(multipart_body())
     elif path == "/v1/uploads/{upload_id}/parts":  # the upload never exists
@@ -415,7 +606,7 @@ def calls(draw, real: Real) -> Call:
             content = _dumps(_poison(draw, method, path, parsed), draw(st.booleans()))
     else:
         content, ctype = draw(st.one_of(st.just((None, None)), body_bytes(path)))
-    return Call(method, path, path_text, params, content, ctype)
+    return Call(method, path, path_text, params, content, ctype, headers)
 
 
 @st.composite
@@ -466,7 +657,7 @@ def multipart_body(draw, file_field: str = "file") -> tuple[bytes, str | None]:
 
 
 def _send(http: httpx.Client, call: Call) -> httpx.Response:
-    headers = {}
+    headers = dict(call.headers)
     if call.content_type is not None:
         headers["Content-Type"] = call.content_type.encode("utf-8")
     # raw path values keep their punctuation ("../", "%00"); controls, spaces and non-ASCII are percent-encoded
@@ -479,7 +670,10 @@ def _check(response: httpx.Response, call: Call) -> None:
     where = f"{call.method} {call.path[:200]} params={call.params!r} body={body_head!r}"
     assert response.status_code < 500, f"{response.status_code} for {where}: {response.text[:500]}"
     if response.status_code < 400:
-        assert call.method == "GET" or call.template.endswith("/search") or call.template.endswith("/content"), where
+        if (call.method, call.template) == ("DELETE", "/v1/memories"):  # the purge of a scope holding nothing
+            assert not any(response.json()["counts"].values()), f"{where}: {response.text}"
+            return
+        assert (call.method, call.template) in READ_ONLY or call.template.endswith("/content"), where
         return
     body = response.json()  # unknown paths too (the path normalised away, an empty segment): see test_errors
     assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, f"{where}: {body}"
@@ -526,6 +720,41 @@ def test_fuzz_search_bodies(http, real, before, q, f, r, n, ascii):
     _check(response, call)
 
 
+MEM0_KEYS = ["user_id", "agent_id", "run_id", "app_id", "metadata", "created_at", "AND", "OR", "NOT"]
+mem0_condition = st.one_of(
+    st.fixed_dictionaries({}, optional={"user_id": st.one_of(st.just("fuzz-user"), st.just("*"), json_value),
+                                        "run_id": st.one_of(st.just("*"), text, json_value),
+                                        "metadata": st.one_of(pairs, st.dictionaries(key, st.dictionaries(
+                                            st.sampled_from(["eq", "in", "gte", "contains", "x"]), json_value,
+                                            max_size=2), max_size=3)),
+                                        "created_at": st.one_of(json_value, st.dictionaries(
+                                            st.sampled_from(["gte", "gt", "lte", "lt", "eq"]),
+                                            st.one_of(scalar, st.sampled_from(["2024-01-01", "2024-02-30",
+                                                                                "2024-01-01T10:00:00+01:00"])),
+                                            max_size=3))}),
+    st.dictionaries(st.one_of(st.sampled_from(MEM0_KEYS), key), json_value, max_size=3))
+mem0_filters = st.recursive(mem0_condition, lambda inner: st.fixed_dictionaries(
+    {"AND": st.lists(inner, max_size=4)}, optional={"OR": st.lists(inner, max_size=2)}), max_leaves=10)
+
+
+@SMALL
+@given(f=st.one_of(st.none(), mem0_filters), metadata=st.one_of(st.none(), pairs, json_value),
+       top_k=st.one_of(st.none(), number), when=st.one_of(st.none(), scalar), get_all=st.booleans(),
+       scoped=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_mem0_filters(http, before, f, metadata, top_k, when, get_all, scoped, ascii):
+    """The mem0 adapter's search and get_all with a valid scope and hostile filters, metadata, top_k and dates, so
+    they reach the translation into the native search (and its filter compiler), not only the request schema."""
+    filters = {"AND": [{"user_id": "fuzz-user"}, f]} if scoped and f is not None else f
+    body = {k: v for k, v in (("query", "lighthouses"), ("filters", filters), ("metadata", metadata),
+                              ("top_k", top_k), ("reference_date", when)) if v is not None}
+    template = "/mem0/v3/memories" if get_all else "/mem0/v3/memories/search"
+    call = Call("POST", template, template, {}, _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    _event(f"mem0 {'get_all' if get_all else 'search'} -> {response.status_code} "
+           f"{(response.json().get('error') or {}).get('param') if response.status_code >= 400 else ''}")
+    _check(response, call)
+
+
 @SMALL
 @given(metadata=st.one_of(st.none(), pairs), name=st.one_of(st.none(), text), attrs=st.one_of(st.none(), pairs),
        store=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
@@ -543,6 +772,28 @@ def test_fuzz_updates(http, real, before, metadata, name, attrs, store, ascii):
     call = Call("POST", template, path, {}, _dumps(body, ascii), "application/json")
     response = _send(http, call)
     _event(f"update -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (400, 404), response.text
+
+
+@SMALL
+@given(items=FIELDS["items"], include=st.lists(st.one_of(st.just("file_search_call.results"), query_value), max_size=2),
+       create=st.booleans(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_conversation_items(http, real, before, items, include, create, ascii):
+    """Hostile items reach the item parser: added to a conversation that does not exist, or given to a new
+    conversation after at most 19 of them comes an unsupported item (both checked before anything is written)."""
+    if create:
+        template = path = "/v1/conversations"
+        poisoned = [*items[:19], {"type": "reasoning", "summary": []}] if isinstance(items, list) else items
+        body: dict[str, Any] = {"items": poisoned}
+    else:
+        template = "/v1/conversations/{conversation_id}/items"
+        path = f"/v1/conversations/{unknown_id(ids.CONVERSATION)}/items"
+        body = {"items": items}
+    call = Call("POST", template, path, {"include[]": include[0]} if include else {}, _dumps(body, ascii),
+                "application/json")
+    response = _send(http, call)
+    _event(f"conversation items -> {response.status_code} {(response.json().get('error') or {}).get('param')}")
     _check(response, call)
     assert response.status_code in (400, 404), response.text
 
@@ -578,6 +829,64 @@ def test_fuzz_authorization(anonymous, before, value):
     response = anonymous.get("/vector_stores", headers={"Authorization": value.encode("latin-1")})
     assert response.status_code == 401, (value, response.text)
     assert set(response.json()["error"]) == ENVELOPE_KEYS
+
+
+@SEARCH
+@given(q=st.one_of(st.just("lighthouse"), st.text(min_size=1, max_size=50)), f=st.one_of(st.none(), filters),
+       extra=st.dictionaries(st.sampled_from(["top_k", "score_threshold", "memory_types", "created_after",
+                                              "created_before", "ranking", "include_invalidated", "as_of",
+                                              "agent_id", "run_id"]), st.none(), max_size=4),
+       hostile=st.booleans(), data=st.data(), ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_memory_search_bodies(http, real, before, q, f, extra, hostile, data, ascii):
+    """Memory search in the real scope with a valid query, so hostile filters, rankings, types and times reach the
+    code that interprets them."""
+    body = {"query": q, "user_id": real.owner, "filters": f,
+            **{name: data.draw(memory_field(name, hostile), label=name) for name in extra}}
+    call = Call("POST", "/v1/memories/search", "/v1/memories/search", {}, _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    error = (response.json().get("error") or {}) if response.status_code < 500 else {}
+    _event(f"memory search -> {response.status_code} {error.get('param')}")
+    _check(response, call)
+
+
+@SMALL
+@given(fields=st.dictionaries(st.sampled_from(ROUTE_FIELDS["/v1/memories/{memory_id}"]), st.none(), min_size=1,
+                              max_size=4),
+       metadata=st.one_of(st.none(), pairs), hostile=st.booleans(), data=st.data(),
+       ascii=st.sampled_from([True, True, True, False]))
+def test_fuzz_memory_updates(http, real, before, fields, metadata, hostile, data, ascii):
+    """Updates of a memory that does not exist, with hostile values that may pass the schema: 400 or 404."""
+    body = {name: data.draw(memory_field(name, hostile), label=name) for name in fields}
+    if metadata is not None:
+        body["metadata"] = metadata
+    call = Call("POST", "/v1/memories/{memory_id}", f"/v1/memories/{unknown_id(ids.MEMORY)}", {},
+                _dumps(body, ascii), "application/json")
+    response = _send(http, call)
+    _event(f"memory update -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (400, 404), response.text
+
+
+@SMALL
+@given(scope=st.dictionaries(st.sampled_from(["user_id", "agent_id", "run_id"]),
+                             st.one_of(query_value, st.text(min_size=1, max_size=130)), max_size=3))
+def test_fuzz_memory_purges(http, real, before, scope):
+    """Purges of hostile scopes (never the real one): 400, or 200 having removed nothing."""
+    scope = {k: v for k, v in scope.items() if v != real.owner}
+    call = Call("DELETE", "/v1/memories", "/v1/memories", scope, None, None)
+    response = _send(http, call)
+    _event(f"purge -> {response.status_code}")
+    _check(response, call)
+    assert response.status_code in (200, 400), response.text
+
+
+def test_the_real_memories_survive(http, real, before):
+    """After the fuzzing: the real memory and job are still there, as they were."""
+    memory = http.get(f"/v1/memories/{real.memory_id}")
+    assert memory.status_code == 200 and memory.json()["user_id"] == real.owner, memory.text
+    listed = http.get("/v1/memories", params={"user_id": real.owner}).json()["data"]
+    assert len(listed) == 2 and real.memory_id in {m["id"] for m in listed}
+    assert http.get(f"/v1/memories/jobs/{real.job_id}").json()["status"] == "completed"
 
 
 def test_nothing_stored_changed(api_settings, before):

@@ -263,8 +263,21 @@ def _pdf_with_payload(pages: list[list[str]], payload_bytes: int) -> bytes:
     return out.getvalue()
 
 
+@pytest.fixture()
+def big_files(api_settings):
+    """The tenant ``acme`` may upload files up to 100 MiB (its default limit is seed 000's 50 MB)."""
+    from chalicelib.store import tenants
+    from chalicelib.store.db import connect
+
+    with connect(api_settings) as conn:
+        tenants.set_limits(conn, "acme", {"max_file_size_bytes": 100 * MIB})
+    yield
+    with connect(api_settings) as conn:
+        tenants.set_limits(conn, "acme", {"max_file_size_bytes": None})
+
+
 @pytest.mark.slow
-def test_fifty_megabyte_pdf(client, tmp_path):
+def test_fifty_megabyte_pdf(client, tmp_path, big_files):
     body = ("Chapter {n}. Harbour records describe the tides, the cargo manifests and the lighthouse keepers "
             "who logged every ship that passed the northern breakwater.")
     pages = [[body.format(n=n)] * 20 for n in range(1, 6)]

@@ -233,6 +233,24 @@ def test_bad_keys_leave_visible_errors(harness, pipeline_settings, monkeypatch):
     assert shown["nosuchtenant/store/a.txt"] == "unknown_tenant" and shown["acme/two-segments"] == "invalid_key"
 
 
+def test_a_drop_naming_another_tenants_shared_store_is_refused(harness, pipeline_settings, hashing_embedder):
+    from chalicelib.store import vector_stores
+
+    with connect(pipeline_settings) as conn:
+        store = vector_stores.create(conn, "acme", name="handbook", model=hashing_embedder.model,
+                                     dim=hashing_embedder.dimension)
+        vector_stores.set_shared(conn, store.id, True, by="ops")
+    key = f"beta/{store.id}/planted.txt"
+    harness.put(key, b"beta's words planted in acme's shared handbook")
+    deliveries = harness.drain()
+    assert not [d for d in deliveries if d.failed_ids]
+    with connect(pipeline_settings) as conn:
+        assert conn.execute("SELECT code FROM drop_errors WHERE key = %s", (key,)).fetchone() \
+            == (vector_stores.READ_ONLY_CODE,)
+        assert conn.execute("SELECT count(*) FROM vector_store_files WHERE vector_store_id = %s",
+                            (store.id,)).fetchone()[0] == 0
+
+
 def test_a_drop_into_one_tenant_never_touches_another(harness, pipeline_settings):
     harness.put("beta/shared/same.txt", b"beta's own words")
     harness.drain()

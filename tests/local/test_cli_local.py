@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 import pytest
 from typer.testing import CliRunner
 
 from chalicelib import config
+from chalicelib.dispatch.table import QUEUES
 from engram_cli.local.stack import LocalStack
 from engram_cli.main import app
 
@@ -22,7 +24,7 @@ def stack_cli(settings, tmp_path, monkeypatch):
     monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ENGRAM_TENANT", "acme")
     monkeypatch.setenv("DATABASE_URL", settings.database_url)
-    stack = LocalStack(tmp_path, queues={"ingest": f"cli-ingest-{tag}", "embed": f"cli-embed-{tag}"},
+    stack = LocalStack(tmp_path, queues={spec.role: f"cli-{spec.role}-{tag}" for spec in QUEUES},
                        notify_queue=f"cli-ingest-{tag}", max_receives=2, port=0, bucket=f"cli-{tag}")
     state = stack.start()
     config.settings.cache_clear()
@@ -97,8 +99,25 @@ def test_redrive_moves_dead_letters_back_unchanged(stack_cli):
         got += [m for m in batch if "Records" not in m["Body"] and "TestEvent" not in m["Body"]]
     assert sorted(json.loads(m["Body"])["n"] for m in got) == list(range(12))
     assert all(m["MessageAttributes"]["kind"]["StringValue"] == f"k{json.loads(m['Body'])['n']}" for m in got)
-    assert "embed: moved 0 messages" in run("redrive")
-    assert "ingest: moved 0 messages" in run("redrive")
+    moved = re.findall(r"^(\w+): moved (\d+) messages", run("redrive"), re.MULTILINE)
+    assert moved == [(spec.role, "0") for spec in QUEUES]  # every queue of the message table
+
+
+def test_redrive_of_the_memory_queue(stack_cli):
+    state, run = stack_cli
+    sqs = state.client("sqs")
+    memory = state.roles["memory"]
+    body = json.dumps({"type": "memory.add", "v": 1, "tenant": "acme", "job_id": "memjob_x"})
+    sqs.send_message(QueueUrl=state.queue_url(state.dead_letter[memory]), MessageBody=body)
+    assert "memory: moved 1 messages" in run("redrive", "--queue", "memory")
+    got = sqs.receive_message(QueueUrl=state.queue_url(memory), WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in got] == [body]
+    assert "ingest" not in run("redrive", "--queue", "memory")
+
+
+def test_redrive_refuses_an_unknown_queue(stack_cli):
+    result = CliRunner().invoke(app, ["redrive", "--queue", "nope"])
+    assert result.exit_code == 2 and "ingest, embed, memory or all" in result.output
 
 
 def test_pump_and_drop_without_a_stack_fail_clearly(tmp_path, monkeypatch):

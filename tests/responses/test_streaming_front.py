@@ -141,6 +141,7 @@ def test_wants_stream_picks_only_streamed_creates():
     assert streaming_front.wants_stream("POST", "/v1/responses/?x=1", b'{"stream": true}')
     assert not streaming_front.wants_stream("POST", "/v1/responses", b'{"stream": false}')
     assert not streaming_front.wants_stream("POST", "/v1/responses", b"not json")
+    assert not streaming_front.wants_stream("POST", "/v1/responses", b"[" * 100_000 + b"]" * 100_000)
     assert not streaming_front.wants_stream("GET", "/v1/responses", b'{"stream": true}')
     assert not streaming_front.wants_stream("POST", "/v1/responses/resp_1/cancel", b'{"stream": true}')
 

@@ -18,7 +18,7 @@ POLL_HEADER = "openai-poll-after-ms"
 
 def respond(body: dict[str, Any], *, status: int = 200, in_progress: bool = False) -> Response:
     """A JSON response; ``in_progress`` adds ``openai-poll-after-ms`` so polling clients wait that long."""
-    headers = {"Content-Type": "application/json"}
+    headers: dict[str, str | list[str]] = {"Content-Type": "application/json"}
     if in_progress:
         headers[POLL_HEADER] = str(deps.current_settings().poll_after_ms)
     return Response(body=json.dumps(body), status_code=status, headers=headers)
@@ -42,14 +42,18 @@ def file_id(value: str) -> str:
     return ids.validate_id(value, ids.FILE, param="file_id")
 
 
-def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str) -> VectorStore:
+def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str, *, shared: bool = False) -> VectorStore:
     """The store, after failing any of its files whose processing died (settle-on-read: a stuck file turns
-    ``failed`` the next time anyone looks, even when no background worker runs).
+    ``failed`` the next time anyone looks, even when no background worker runs). ``shared=True`` also returns a
+    store another tenant shared, unsettled (only its owner's reads settle it).
 
     Raises:
         NotFoundError: no such store for this tenant.
+        PermissionDeniedError: without ``shared``, a store another tenant shared (read-only).
     """
-    store = vector_stores.get(conn, tenant_id, vs_id)
+    store = vector_stores.get(conn, tenant_id, vs_id, shared=shared)
+    if store.tenant_id != tenant_id:
+        return store
     config = deps.current_settings()
     attachments.settle(conn, max_attempts=config.processing_max_attempts, tenant_id=tenant_id, store_id=vs_id,
                       unclaimed_after_s=config.unclaimed_after_s)

@@ -53,7 +53,7 @@ def create_file_batch(vector_store_id: str) -> Response:
         prepared = attach.prepare(conn, tenant, [(e.file_id, e.attributes, e.chunking_strategy) for e in entries],
                                   embedder=embedder, param=lambda i, name: _param(field, i, name))
         with conn.transaction():
-            attach.attach_all(conn, tenant, store.id, prepared)
+            attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
             batch = batches.create(conn, tenant, store.id, [p.file.id for p in prepared])
         vector_stores.touch(conn, tenant, [store.id])
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),

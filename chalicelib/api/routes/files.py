@@ -13,13 +13,15 @@ from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
+from chalicelib.store import tenants
+from chalicelib.wire import FILE_PURPOSES
 
 bp = Blueprint(__name__)
 
-# Create-side purposes the Files API accepts (OpenAI's enum); the SDK's vector-store helpers use "assistants".
-PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+# Create-side purposes the Files API accepts.
+PURPOSES = FILE_PURPOSES
 # Purposes a list may filter on (the create-side ones plus OpenAI's output purposes).
-LIST_PURPOSES = PURPOSES + ("assistants_output", "batch_output", "fine-tune-results")
+LIST_PURPOSES: tuple[str, ...] = PURPOSES + ("assistants_output", "batch_output", "fine-tune-results")
 MAX_FILENAME_CHARS = 255
 # GET /files: limit 1..10,000, default 10,000 (OpenAI).
 FILES_MAX_LIMIT = 10_000
@@ -42,11 +44,11 @@ def create_file() -> Response:
     expires_in = _expires_in(form.fields)
     filename = _filename(upload.filename)
     config = deps.current_settings()
-    limit = config.max_file_bytes
-    if len(upload.data) > limit:
-        raise PayloadTooLargeError(f"File is {len(upload.data):,} bytes; the limit is {limit:,} bytes.",
-                                   param="file")
     with tenant_db() as conn:
+        limit, source = tenants.max_file_bytes(conn, current_tenant(), config.max_file_bytes)
+        if len(upload.data) > limit:
+            raise PayloadTooLargeError(f"File is {len(upload.data):,} bytes; {source} is {limit:,} bytes.",
+                                       param="file")
         row = file_rows.create_file(conn, current_tenant(), filename=filename, data=upload.data, purpose=purpose,
                                     expires_in_s=expires_in, blobs=file_rows.content_blobs(deps.blob_store(config)))
     return respond(objects.file_object(row))

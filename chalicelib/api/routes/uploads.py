@@ -19,7 +19,7 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond
 from chalicelib.api.upload_schemas import MAX_FILENAME_CHARS, CompleteUpload, CreateUpload
 from chalicelib.errors import InvalidRequestError
-from chalicelib.store import uploads
+from chalicelib.store import tenants, uploads
 
 bp = Blueprint(__name__)
 
@@ -61,9 +61,10 @@ def create_upload() -> Response:
     body = request.validate(CreateUpload, request.json_body(bp.current_request))
     expires = body.expires_after.seconds if body.expires_after is not None else None
     with tenant_db() as conn:
+        limit, _ = tenants.max_file_bytes(conn, current_tenant(), deps.current_settings().max_file_bytes)
         upload = uploads.create(conn, current_tenant(), filename=_filename(body.filename), purpose=body.purpose,
-                                bytes=body.bytes, mime_type=body.mime_type,
-                                max_bytes=deps.current_settings().max_file_bytes, file_expires_after_s=expires)
+                                bytes=body.bytes, mime_type=body.mime_type, max_bytes=limit,
+                                file_expires_after_s=expires)
     return respond(upload_object(upload))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from chalice import Blueprint
 from chalice.app import Response
 
@@ -13,10 +15,12 @@ from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.errors import EngramError
 from chalicelib.store import attachments, vector_stores
 from chalicelib.store import files as file_rows
+from chalicelib.wire import FileStatus
 
 bp = Blueprint(__name__)
 
-STATUSES = ("in_progress", "completed", "failed", "cancelled")
+# The values of the ``filter`` query parameter: a vector-store file's statuses.
+STATUSES: tuple[FileStatus, ...] = get_args(FileStatus)
 
 
 def _object(row) -> Response:

@@ -1,8 +1,14 @@
-"""Vector stores API: ``/v1/vector_stores`` and search (OPENAI-COMPAT.md §2)."""
+"""Vector stores API: ``/v1/vector_stores`` and search (OPENAI-COMPAT.md §2).
+
+Shared stores (``engram stores share``): any tenant may retrieve one by id and search it; every other route on it
+answers 403 ``vector_store_read_only`` to anyone but its owner (it is visible, so 404 would be untrue). The list
+shows the caller's own stores only: a shared store is found by its id, which the operator hands out.
+"""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from chalice import Blueprint
 from chalice.app import Response
@@ -20,7 +26,10 @@ bp = Blueprint(__name__)
 
 
 def _object(conn, tenant: str, store) -> Response:
-    counts = vector_stores.file_counts(conn, tenant, [store.id])[store.id]
+    if store.tenant_id == tenant:
+        counts = vector_stores.file_counts(conn, tenant, [store.id])[store.id]
+    else:  # a shared store: its owner's files, counted through the view every tenant may read
+        counts = vector_stores.shared_file_counts(conn, [store.id])[store.id]
     body = objects.vector_store_object(store, counts)
     return respond(body, in_progress=body["status"] == "in_progress")
 
@@ -43,7 +52,7 @@ def create_vector_store() -> Response:
             store = vector_stores.create(
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
                 metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
-            attach.attach_all(conn, tenant, store.id, prepared)
+            attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
         return _object(conn, tenant, vector_stores.get(conn, tenant, store.id))
@@ -62,17 +71,17 @@ def list_vector_stores() -> dict:
 
 @bp.route("/vector_stores/{vector_store_id}", methods=["GET"])
 def retrieve_vector_store(vector_store_id: str) -> Response:
-    """``vector_stores.retrieve(id)``."""
+    """``vector_stores.retrieve(id)``: the caller's store, or a shared one."""
     tenant = current_tenant()
     with tenant_db() as conn:
-        return _object(conn, tenant, settled_store(conn, tenant, store_id(vector_store_id)))
+        return _object(conn, tenant, settled_store(conn, tenant, store_id(vector_store_id), shared=True))
 
 
 @bp.route("/vector_stores/{vector_store_id}", methods=["POST"])
 def update_vector_store(vector_store_id: str) -> Response:
     """``vector_stores.update(id, name=, metadata=, expires_after=)``: fields sent replace (null clears)."""
     body = request.validate(UpdateVectorStore, request.json_body(bp.current_request))
-    changes = {}
+    changes: dict[str, Any] = {}
     if "name" in body.model_fields_set:
         changes["name"] = body.name
     if "metadata" in body.model_fields_set:
@@ -102,14 +111,15 @@ def delete_vector_store(vector_store_id: str) -> dict:
 @bp.route("/vector_stores/{vector_store_id}/search", methods=["POST"])
 def search_vector_store(vector_store_id: str) -> dict:
     """``vector_stores.search(id, query=, max_num_results=, filters=, ranking_options=, rewrite_query=)`` →
-    ``vector_store.search_results.page``. ``rewrite_query`` is accepted; the query is used as given."""
+    ``vector_store.search_results.page``. ``rewrite_query`` is accepted; the query is used as given. A shared
+    store can be searched by any tenant; only its owner's searches count as activity (``last_active_at``)."""
     body = request.validate(SearchRequest, request.json_body(bp.current_request))
     ranking = parse_ranking_options(body.ranking_options)
     queries = [body.query] if isinstance(body.query, str) else list(body.query)
     tenant = current_tenant()
     started = time.perf_counter()
     with tenant_db() as conn:
-        store = vector_stores.get(conn, tenant, store_id(vector_store_id))
+        store = vector_stores.get(conn, tenant, store_id(vector_store_id), shared=True)
         vector_stores.require_active(store, objects.now())
         hits = search(conn, tenant, [store], queries, embedder=deps.embedder(), settings=deps.current_settings(),
                       limit=body.max_num_results, filters=body.filters, ranking=ranking)

@@ -8,6 +8,7 @@ import zipfile
 from docx import Document
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
+from docx.types import ProvidesStoryPart
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
@@ -55,7 +56,8 @@ def parse_docx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocumen
         document = Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors, PackageNotFoundError ...
         raise DocumentError(f"{name} is not a readable {variant} document: {exc}") from exc
-    walker = _Walker(name, limits, Deadline(limits.timeout_s, filename), CharBudget(limits.max_chars, filename))
+    walker = _Walker(name, limits, Deadline(limits.timeout_s, filename), CharBudget(limits.max_chars, filename),
+                     story=document)
     blocks = walker.blocks(document.element.body, depth=0)
     return ParsedDocument(text=join_blocks([clean_text(block) for block in blocks]), parser="python-docx")
 
@@ -63,8 +65,10 @@ def parse_docx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocumen
 class _Walker:
     """Turns WordprocessingML elements into text blocks, checking limits as it goes."""
 
-    def __init__(self, name: str, limits: ParseLimits, deadline: Deadline, budget: CharBudget) -> None:
+    def __init__(self, name: str, limits: ParseLimits, deadline: Deadline, budget: CharBudget, *,
+                 story: ProvidesStoryPart) -> None:
         self._name = name
+        self._story = story  # the parent python-docx's paragraph proxies are given
         self._max_depth = limits.max_nesting
         self._deadline = deadline
         self._budget = budget
@@ -100,7 +104,7 @@ class _Walker:
     def _paragraph(self, p) -> tuple[str, bool]:
         """The paragraph's text (list items prefixed ``"- "``) and whether it is a list item."""
         self._deadline.check()
-        text = Paragraph(p, None).text
+        text = Paragraph(p, self._story).text
         self._budget.add(len(text))
         p_pr = p.find(_P_PR)
         if p_pr is not None and text.strip():

@@ -140,8 +140,8 @@ def _walk(root: Tag, writer: _Writer, deadline: Deadline) -> None:
             if cells_in_row[-1]:
                 writer.text(CELL_SEPARATOR)
             cells_in_row[-1] += 1
-        elif name == "img" and isinstance(item.get("alt"), str) and item["alt"].strip():
-            writer.text(f" {item['alt']} ")
+        elif name == "img" and isinstance(alt := item.get("alt"), str) and alt.strip():
+            writer.text(f" {alt} ")
         if name == "tr":
             cells_in_row.append(0)
         pre_depth += name == "pre"

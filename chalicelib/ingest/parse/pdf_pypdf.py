@@ -5,18 +5,20 @@ from __future__ import annotations
 import io
 import re
 
+import pypdf.errors
 from pypdf import PageObject, PasswordType, PdfReader
-
-try:
-    from pypdf.errors import LimitReachedError
-except ImportError:  # pragma: no cover - pypdf releases before its resource limits
-
-    class LimitReachedError(Exception):
-        """Stand-in: never raised by a pypdf that lacks it."""
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits
 from chalicelib.ingest.parse.pdf_common import PdfPages, PdfUnreadable, password_error, too_many_pages_error
+
+
+class _NeverRaised(Exception):
+    """Stand-in for ``LimitReachedError`` on pypdf releases that lack it: nothing raises it."""
+
+
+# pypdf's resource-limit error (oversized arrays, streams, trees); pypdf releases before its limits lack it.
+LimitReachedError: type[Exception] = getattr(pypdf.errors, "LimitReachedError", _NeverRaised)
 
 _INLINE_IMAGE = re.compile(rb"(?:^|\s)BI\s")  # "BI" begins an inline image (PDF 32000-1:2008, 8.9.7)
 _MAX_FORM_DEPTH = 10  # how deep image search follows Form XObjects nested in Form XObjects
@@ -81,7 +83,10 @@ def _check_page_tree_size(reader: PdfReader, name: str, limits: ParseLimits, dea
     file can list one page object millions of times. Raises ``DocumentError`` past ``limits.max_pages`` leaves or
     ``2 * max_pages + 100`` inner nodes; cycles are left for pypdf to report."""
     max_nodes = 2 * limits.max_pages + 100
-    pending = [reader.trailer["/Root"].get_object()["/Pages"]]
+    root = reader.trailer["/Root"].get_object()
+    if not isinstance(root, dict):
+        raise pypdf.errors.PdfReadError("the document catalogue (/Root) is not a dictionary")
+    pending = [root["/Pages"]]
     seen: set[int] = set()
     leaves = nodes = 0
     while pending:

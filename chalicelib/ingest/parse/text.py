@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
@@ -12,7 +13,9 @@ from chalicelib.ingest.parse.normalize import clean_text
 try:  # optional: better guesses for legacy 8-bit encodings than the latin-1 fallback
     import charset_normalizer
 except ImportError:  # pragma: no cover - depends on the environment
-    charset_normalizer = None
+    _HAVE_CHARSET_NORMALIZER = False
+else:
+    _HAVE_CHARSET_NORMALIZER = True
 
 # Byte-order marks, longest first (the UTF-32-LE BOM starts with the UTF-16-LE one).
 _BOMS = (
@@ -25,6 +28,8 @@ _BOMS = (
 # Share of control characters (other than tab/newline/CR/FF) above which decoded "text" is judged binary.
 _MAX_CONTROL_SHARE = 0.20  # random bytes decode to ~25% C0/C1 controls; text with stray NULs stays well below
 _SAMPLE_CHARS = 65_536
+# C0 and C1 control characters other than tab, newline, form feed and carriage return.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 
 
 def decode_text(data: bytes, filename: str) -> str:
@@ -37,7 +42,7 @@ def decode_text(data: bytes, filename: str) -> str:
     text = _decode(data)
     sample = text[:_SAMPLE_CHARS]
     if sample:
-        controls = sum(1 for ch in sample if (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F) and ch not in "\t\n\r\f")
+        controls = len(_CONTROLS.findall(sample))
         if controls / len(sample) > _MAX_CONTROL_SHARE:
             raise DocumentError(f"{display_name(filename)} does not look like text (it contains binary data)")
     return text
@@ -51,7 +56,7 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    if charset_normalizer is not None:
+    if _HAVE_CHARSET_NORMALIZER:
         guessed = _guess(data)
         if guessed is not None:
             return guessed

@@ -1,0 +1,143 @@
+"""The memory lifecycle's scheduled jobs (rows of :mod:`chalicelib.jobs.table`, lane ``memory_jobs``): each runs as
+the owner across tenants (or for the run's tenant), bounded by its budget, resumable from its cursor, and
+idempotent because every step finds its work by a predicate (see the modules doing the work:
+:mod:`chalicelib.memory.archive`, :mod:`~chalicelib.memory.expiry`, :mod:`~chalicelib.memory.consolidation`,
+:mod:`~chalicelib.memory.episodes`, :mod:`~chalicelib.memory.persona`). Counts are published as EMF metrics by
+the runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.jobs.batches import MARGIN_S, batches, connection
+from chalicelib.jobs.model import JobContext, JobResult
+
+__all__ = ["archive_stale_memories", "consolidation", "enforce_memory_quotas", "episodize_conversations",
+           "instancize_episodes", "refresh_personas", "sweep_expired_memories"]
+
+# Memories per archive / sweep statement; threads per episode step; users per persona step; scopes per query.
+MEMORY_BATCH = 500
+THREAD_BATCH = 20
+USER_BATCH = 20
+SCOPE_BATCH = 50
+
+
+def _actor(name: str) -> str:
+    return f"job:{name}"
+
+
+def _model(ctx: JobContext) -> tuple[Any, str | None]:
+    """The memory model's backend and name, or (None, None) when none is configured (the jobs then do what they
+    can without a model)."""
+    from chalicelib import deps
+    from chalicelib.errors import InvalidRequestError
+
+    model = ctx.settings.memory_model or ctx.settings.chat_model
+    if not model:
+        return None, None
+    try:
+        return deps.chat_backend(model, ctx.settings), model
+    except InvalidRequestError:  # a model name without a backend: no model
+        return None, None
+
+
+def archive_stale_memories(ctx: JobContext) -> JobResult:
+    """Archive memories not accessed for their tenant's ``auto_archive_days`` (not pinned or important)."""
+    from chalicelib.memory import archive
+    from chalicelib.store.tenants import DEFAULT_LIMITS
+
+    return batches(ctx, "archived", lambda conn: archive.archive_stale(
+        conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("archive_stale_memories"),
+        default_days=DEFAULT_LIMITS.auto_archive_days), size=MEMORY_BATCH)
+
+
+def enforce_memory_quotas(ctx: JobContext) -> JobResult:
+    """Archive each tenant's excess over ``max_entries``, lowest value first."""
+    from chalicelib.memory import archive
+    from chalicelib.store.tenants import DEFAULT_LIMITS
+
+    settings = ctx.settings
+    return batches(ctx, "quota_archived", lambda conn: archive.enforce_quota(
+        conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("enforce_memory_quotas"),
+        default_max=DEFAULT_LIMITS.max_entries, half_life_days=settings.memory_half_life_days,
+        decay_floor=settings.memory_decay_floor), size=MEMORY_BATCH)
+
+
+def sweep_expired_memories(ctx: JobContext) -> JobResult:
+    """Delete expired working memories, and other expired memories past their retention."""
+    from chalicelib.memory import expiry
+    from chalicelib.store.tenants import DEFAULT_LIMITS
+
+    totals = {"ttl_swept": 0, "expired": 0}
+
+    def step(conn: Any) -> int:
+        counts = expiry.sweep(conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("sweep_expired_memories"),
+                              default_retention_days=DEFAULT_LIMITS.expired_retention_days)
+        for key, value in counts.items():
+            totals[key] += value
+        return sum(counts.values())
+
+    result = batches(ctx, "deleted", step, size=MEMORY_BATCH)
+    result.counts.update(totals)
+    return result
+
+
+def episodize_conversations(ctx: JobContext) -> JobResult:
+    """Summarise quiet threads' exchanges into episodes (with the memory model, or extractively)."""
+    from chalicelib import deps
+    from chalicelib.memory import episodes
+
+    backend, model = _model(ctx)
+    embedder = deps.embedder(ctx.settings)
+    return batches(ctx, "episodes", lambda conn: episodes.episodize(
+        conn, tenant_id=ctx.tenant, limit=THREAD_BATCH, embedder=embedder, backend=backend, model=model,
+        actor=_actor("episodize_conversations")), size=THREAD_BATCH)
+
+
+def instancize_episodes(ctx: JobContext) -> JobResult:
+    """Compress episodes older than 30 days into instances."""
+    from chalicelib.memory import episodes
+
+    return batches(ctx, "instances", lambda conn: episodes.instancize(
+        conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("instancize_episodes")), size=MEMORY_BATCH)
+
+
+def refresh_personas(ctx: JobContext) -> JobResult:
+    """Rewrite the persona of users whose preferences changed."""
+    from chalicelib import deps
+    from chalicelib.memory import persona
+
+    backend, model = _model(ctx)
+    embedder = deps.embedder(ctx.settings)
+    return batches(ctx, "personas", lambda conn: persona.refresh(
+        conn, tenant_id=ctx.tenant, limit=USER_BATCH, embedder=embedder, backend=backend, model=model,
+        actor=_actor("refresh_personas")), size=USER_BATCH)
+
+
+def consolidation(ctx: JobContext) -> JobResult:
+    """Merge each scope's duplicates (and, with a model, related memories), scope by scope from the cursor; the
+    cursor is saved after every scope, so a killed run resumes where it stopped."""
+    from chalicelib import deps
+    from chalicelib.memory import consolidation as merging
+
+    backend, model = _model(ctx)
+    embedder = deps.embedder(ctx.settings)
+    after = merging.ScopeKey(**ctx.cursor["after"]) if ctx.cursor and ctx.cursor.get("after") else None
+    counts = {"scopes": 0, "groups": 0, "merged": 0}
+    with connection(ctx) as conn:
+        while True:
+            keys = merging.scopes_after(conn, tenant_id=ctx.tenant, after=after, limit=SCOPE_BATCH)
+            if not keys:
+                return JobResult(counts)
+            for key in keys:
+                done = merging.consolidate_scope(conn, key, near_duplicate=ctx.settings.memory_near_duplicate,
+                                                 embedder=embedder, backend=backend, model=model,
+                                                 actor=_actor("consolidation"))
+                counts["scopes"] += 1
+                counts["groups"] += done["groups"]
+                counts["merged"] += done["merged"]
+                after = key
+                ctx.checkpoint({"after": key.as_cursor()})
+                if ctx.out_of_time(MARGIN_S):
+                    return JobResult(counts, cursor={"after": key.as_cursor()})

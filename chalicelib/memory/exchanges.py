@@ -1,0 +1,162 @@
+"""Exchanges (seed 004, "Exchange Storage"): every completed turn of a conversation or response chain with memory
+on — the user's prompt and the assistant's answer — kept in the memory scope of its request and searchable by
+similarity across the user's threads ("Context Retrieval": cosine similarity ≥ :data:`SIMILARITY_THRESHOLD`,
+:data:`CONTEXT_RESULTS` results by default).
+
+An exchange is indexed as ``"User: {prompt}\\nAssistant: {answer}"`` (seed 004's "Storage Flow") in the
+``EXCHANGES`` corpus: the same vector and BM25 legs as memories and chunks (:mod:`chalicelib.search.ranking`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import class_row
+
+from chalicelib import ids
+from chalicelib.config import Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.memory.model import MemoryScope
+from chalicelib.memory.store import exchange_text, scope_predicate
+from chalicelib.search.corpus import EXCHANGES, Scope
+from chalicelib.search.ranking import Weights, rank
+
+__all__ = ["CONTEXT_RESULTS", "SIMILARITY_THRESHOLD", "Exchange", "ExchangeHit", "NewExchange", "insert", "search",
+           "text_of", "thread", "thread_of"]
+
+# Seed 004, "Similarity Search / Configuration".
+SIMILARITY_THRESHOLD = 0.65
+CONTEXT_RESULTS = 5
+_CANDIDATES = 50
+
+_COLUMNS = """seq, id, tenant_id, user_id, agent_id, run_id, thread_id, session_id, response_id, user_prompt,
+    assistant_response, prior_exchange_ids, continuation_seq, created_at"""
+# continuation_seq: the thread's last one, plus one when this exchange opens a new session.
+_INSERT = f"""
+INSERT INTO exchanges (id, tenant_id, user_id, agent_id, run_id, thread_id, session_id, response_id, user_prompt,
+    assistant_response, prior_exchange_ids, continuation_seq, embedding_model, embedding_dim, embedding, keywords,
+    keyword_length)
+SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(thread)s, %(session)s, %(response)s,
+    %(prompt)s, %(answer)s, %(prior)s,
+    coalesce((SELECT e.continuation_seq + (e.session_id <> %(session)s)::int FROM exchanges e
+              WHERE e.tenant_id = %(tenant)s AND e.thread_id = %(thread)s ORDER BY e.seq DESC LIMIT 1), 0),
+    %(model)s, %(dim)s, %(embedding)s, k.v, engram_tsvector_length(k.v)
+FROM (SELECT to_tsvector('english', %(text)s) AS v) AS k
+ON CONFLICT (tenant_id, response_id) DO NOTHING
+RETURNING {_COLUMNS}"""
+_BY_SEQ = f"SELECT {_COLUMNS} FROM exchanges WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
+_THREAD_OF = "SELECT thread_id FROM exchanges WHERE tenant_id = %(tenant)s AND response_id = %(response)s"
+_THREAD = f"SELECT {_COLUMNS} FROM exchanges WHERE tenant_id = %(tenant)s AND thread_id = %(thread)s ORDER BY seq"
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """A row of ``exchanges`` (migration 0015)."""
+
+    seq: int
+    id: str
+    tenant_id: str
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    thread_id: str
+    session_id: str
+    response_id: str
+    user_prompt: str
+    assistant_response: str
+    prior_exchange_ids: list[str]
+    continuation_seq: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewExchange:
+    """An exchange to store: its ``scope``, ``thread_id``, ``session_id`` (None: the thread), the ``response_id``
+    that answered, the texts, and the memories/exchanges recalled for the answer (``prior_ids``)."""
+
+    scope: MemoryScope
+    thread_id: str
+    session_id: str | None
+    response_id: str
+    user_prompt: str
+    assistant_response: str
+    prior_ids: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form (stored with the job that records it)."""
+        return {"scope": self.scope.as_dict(), "thread_id": self.thread_id, "session_id": self.session_id,
+                "response_id": self.response_id, "user_prompt": self.user_prompt,
+                "assistant_response": self.assistant_response, "prior_ids": list(self.prior_ids)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NewExchange:
+        """The exchange :meth:`to_json` wrote."""
+        return cls(scope=MemoryScope(**data["scope"]), thread_id=data["thread_id"], session_id=data["session_id"],
+                   response_id=data["response_id"], user_prompt=data["user_prompt"],
+                   assistant_response=data["assistant_response"], prior_ids=tuple(data.get("prior_ids") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeHit:
+    """An exchange found for a query with its cosine ``similarity`` in [0, 1] and fused ``score``."""
+
+    exchange: Exchange
+    similarity: float
+    score: float
+
+
+def text_of(new: NewExchange) -> str:
+    """What the exchange is embedded and indexed as."""
+    return exchange_text(new.user_prompt, new.assistant_response)
+
+
+def insert(conn: psycopg.Connection, tenant_id: str, new: NewExchange, *, model: str,
+           vector: Sequence[float]) -> Exchange | None:
+    """Store an exchange with its embedding ``vector`` (of :func:`text_of`, by ``model``); None when the response
+    already has one (a redelivery stores nothing twice)."""
+    from pgvector import Vector
+
+    text = text_of(new)
+    params = {"id": ids.new_id(ids.EXCHANGE), "tenant": tenant_id, **new.scope.as_dict(), "thread": new.thread_id,
+              "session": new.session_id or new.thread_id, "response": new.response_id, "prompt": new.user_prompt,
+              "answer": new.assistant_response, "prior": list(new.prior_ids), "model": model,
+              "dim": len(vector), "embedding": Vector(list(vector)), "text": text}
+    with conn.cursor(row_factory=class_row(Exchange)) as cur:
+        return cur.execute(_INSERT, params).fetchone()
+
+
+def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: MemoryScope, query: str, *,
+           embedder: Embedder, limit: int = CONTEXT_RESULTS,
+           threshold: float = SIMILARITY_THRESHOLD) -> list[ExchangeHit]:
+    """The scope's exchanges (across its threads) most similar to ``query``: hybrid-ranked, kept when their cosine
+    similarity is at least ``threshold``, at most ``limit``, best first.
+
+    Raises:
+        UpstreamError: embedding the query failed.
+    """
+    predicate, params = scope_predicate(scope)
+    ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1), [query],
+                  embedder=embedder, settings=settings, depth=_CANDIDATES, where=None, indexed_rows=0,
+                  weights=Weights(1.0, 1.0))
+    kept = [r for r in ranked if (r.similarity or 0.0) >= threshold][:limit]
+    if not kept:
+        return []
+    with conn.cursor(row_factory=class_row(Exchange)) as cur:
+        rows = {e.seq: e for e in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": [r.id for r in kept]})}
+    return [ExchangeHit(rows[r.id], r.similarity or 0.0, r.score) for r in kept if r.id in rows]
+
+
+def thread_of(conn: psycopg.Connection, tenant_id: str, response_id: str) -> str | None:
+    """The thread of the exchange ``response_id`` answered, or None (no exchange stored for it, yet)."""
+    row = conn.execute(_THREAD_OF, {"tenant": tenant_id, "response": response_id}).fetchone()
+    return row[0] if row else None
+
+
+def thread(conn: psycopg.Connection, tenant_id: str, thread_id: str) -> list[Exchange]:
+    """A thread's exchanges, oldest first."""
+    with conn.cursor(row_factory=class_row(Exchange)) as cur:
+        return cur.execute(_THREAD, {"tenant": tenant_id, "thread": thread_id}).fetchall()

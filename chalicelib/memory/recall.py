@@ -1,0 +1,295 @@
+"""Searching memories: hybrid relevance from the shared vector and BM25 legs (:mod:`chalicelib.search.ranking`,
+over the ``MEMORIES`` corpus, the scope restricted in SQL), sharpened by what memories have and documents do not
+(the conversation around them, who said them, when), weighted with freshness and importance by a strategy, and
+multiplied by a bounded decay.
+
+Per result (every term in [0, 1]):
+
+    relevance  = (w_v · similarity + w_t · keyword) / (w_v + w_t)
+    context    = (relevance + α · max(relevance of the previous, of the next of its add)) / (1 + α)
+    match      = context · (1 + β · said by a speaker the query names) / (1 + β)      (when it names one)
+                         · (1 + γ · valid_from inside a time the query names) / (1 + γ) (when it names one)
+    freshness  = 0.5 ^ (days since last used / half-life)
+    base       = ((w_v + w_t) · match + w_r · freshness + w_i · importance) / (w_v + w_t + w_r + w_i)
+    decay      = 1 if pinned else max(floor, freshness)
+    score      = base · decay
+
+``similarity`` is the cosine similarity (clamped at 0), ``keyword`` BM25 over the scope divided by the best
+score in the scope for the query. Both are known for every candidate: the similarity of a memory only the keyword
+leg returned is computed exactly, not taken as 0 (a convex combination of scores needs both; Bruch et al., "An
+Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023); a memory only the vector leg returned matched no
+query word or ranked below the keyword leg's candidates, and counts 0 there. The strategies' weights are seed
+002's ("Weighting Strategies").
+
+The three memory signals (each can be switched off per query, :class:`Signals`; ``benchmarks/memory.py`` measures
+what each buys on LoCoMo):
+
+- **Conversation context** (α = :data:`CONTEXT_WEIGHT`): the memories one add stored together (one
+  conversation's messages, or the facts extracted from it) are neighbours in write order. A memory borrows part
+  of its best neighbour's relevance: in a conversation the answer often follows the turn that holds the
+  question's words ("What are you reading?" → "Charlotte's Web"). This is score regularisation over a document
+  graph (Diaz, "Regularizing Ad Hoc Retrieval Scores", CIKM 2005), the graph being the add's sequence;
+  LongMemEval (Wu et al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single
+  message for the same reason. Neighbours outside both legs' candidates are added with their own similarity
+  (keyword 0).
+- **Speakers** (β = :data:`FACET_BOOST`): a query naming a speaker of the scope's memories (``metadata.speaker``,
+  the message ``name`` of a verbatim add) prefers what that speaker said: questions about a person are mostly
+  answered by that person's own statements (entity-centric retrieval, as in Zep's and mem0's entity nodes).
+- **Time** (γ = :data:`FACET_BOOST`): a query naming a date, month or year (:mod:`chalicelib.memory.temporal`)
+  prefers memories valid from inside that time (LongMemEval's time-aware query expansion, used as a soft boost).
+
+The boosts divide by their maximum so every score stays in [0, 1]; a query naming no speaker or time, or only
+a time none of the candidates is from, is not scaled. α, β and γ are coarse choices ("counts half as much
+again"), not fitted: on LoCoMo, Recall@10 moves by about 0.01 for any of them between 0.25 and 1.
+
+**Freshness and decay** count the days since Engram last *used* a memory: its last access by a search, else its
+creation (seed 000: "days since last access"; seed 002's "access freshness"). Not ``valid_from``: that is when
+the fact held in the world, so a conversation imported from last year is not stale on the day it is stored. The
+half-life (90 days) and the floor (0.5) follow seed 000 ("Memory Decay") and are settings; the floor keeps old
+but correct memories findable (unbounded decay zeroes them).
+
+Invalidated, superseded, merged, archived and expired memories are hidden unless asked for; ``as_of`` shows the
+memories that were valid at that instant (valid_from ≤ t < valid_to: time travel over the validity intervals,
+where valid_from is when the conversation that taught it happened).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from chalicelib import observability
+from chalicelib.config import Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.memory import store
+from chalicelib.memory.model import Memory, MemoryScope
+from chalicelib.memory.temporal import TimeWindow, time_windows
+from chalicelib.search.corpus import MEMORIES, Scope
+from chalicelib.search.filters import compile_filter
+from chalicelib.search.ranking import Weights, rank
+
+__all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "STRATEGIES", "Hit", "Query", "Signals", "Strategy", "search"]
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """Weights (≥ 0) of vector similarity, keyword relevance, recency and importance."""
+
+    vector: float
+    text: float
+    recency: float
+    importance: float
+
+
+# Seed 002, "Weighting Strategies" (vector / text / freshness / importance).
+STRATEGIES: dict[str, Strategy] = {
+    "semantic": Strategy(0.70, 0.20, 0.05, 0.05),
+    "keyword": Strategy(0.30, 0.60, 0.05, 0.05),
+    "balanced": Strategy(0.50, 0.30, 0.10, 0.10),
+    "recency": Strategy(0.40, 0.25, 0.25, 0.10),
+    "priority": Strategy(0.35, 0.25, 0.10, 0.30),
+}
+DEFAULT_STRATEGY = "balanced"
+# Candidates each leg returns before the strategy re-scores them.
+MIN_CANDIDATES = 100
+# α: the share of its best neighbour's relevance (same add) a memory borrows (see the module docstring).
+CONTEXT_WEIGHT = 0.5
+# β and γ: how much more a memory said by a speaker the query names, or valid from a time it names, counts.
+FACET_BOOST = 0.5
+_DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """Which memory signals a search uses (module docstring): the conversation ``context``, the ``speakers`` a query
+    names, the ``dates`` it names. All on by default."""
+
+    context: bool = True
+    speakers: bool = True
+    dates: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A validated search: ``query`` within ``scope``; at most ``top_k`` results scoring ≥ ``score_threshold``;
+    ``filters`` over ``metadata`` (vector-store filter grammar); optional ``memory_types`` and ``created_after`` /
+    ``created_before``; ``include_invalidated`` shows closed memories too; ``as_of`` time-travels."""
+
+    query: str
+    scope: MemoryScope
+    top_k: int = 10
+    score_threshold: float = 0.0
+    filters: Any = None
+    memory_types: tuple[str, ...] = ()
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    strategy: Strategy = field(default_factory=lambda: STRATEGIES[DEFAULT_STRATEGY])
+    include_invalidated: bool = False
+    as_of: datetime | None = None
+    signals: Signals = field(default_factory=Signals)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One result: the ``memory``, its ``score`` and how it was made (``details``)."""
+
+    memory: Memory
+    score: float
+    details: dict[str, float | None]
+
+
+@dataclass(slots=True)
+class _Evidence:
+    """Per candidate row id: cosine ``similarity`` (clamped at 0) and normalised ``keyword`` score."""
+
+    similarity: dict[int, float] = field(default_factory=dict)
+    keyword: dict[int, float] = field(default_factory=dict)
+
+
+def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
+           now: datetime | None = None, touch: bool = True) -> list[Hit]:
+    """The best memories of the scope for ``query.query``, best first (see the module docstring). Counts an access
+    of each returned memory when ``touch``.
+
+    Raises:
+        InvalidRequestError: malformed ``filters``.
+        UpstreamError: embedding the query failed.
+    """
+    now = now or datetime.now(UTC)
+    where = compile_filter(query.filters, column="metadata")
+    scope = _scope(tenant_id, query)
+    depth = max(MIN_CANDIDATES, 4 * query.top_k)
+    vector = None
+    if query.strategy.vector > 0:
+        started = time.perf_counter()
+        vector = embedder.embed([query.query])[0]
+        observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
+    ranked = rank(conn, MEMORIES, scope, [query.query], embedder=embedder, settings=settings, depth=depth,
+                  where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
+                  weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9))
+    if not ranked:
+        return []
+    best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
+    keyword = {r.id: (r.keyword or 0.0) / best_keyword for r in ranked}
+    neighbours, params = None, None
+    if query.signals.context:
+        neighbours, params = scope.predicate, dict(scope.params)
+        if where is not None:
+            neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
+            params.update(where.params)
+    rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
+                             params=params)
+    # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
+    # neighbours neither leg returned have no keyword score.
+    evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
+                         {row.seq: keyword.get(row.seq, 0.0) for row in rows})
+    named = _named_speakers(query.query, rows) if query.signals.speakers else set()
+    windows = time_windows(query.query) if query.signals.dates else []
+    if not any(w.contains(row.valid_from) for w in windows for row in rows):
+        windows = []  # a time no candidate is from says nothing about them
+    scored = [_score(row, evidence, query.strategy, settings, now, named, windows) for row in rows]
+    scored.sort(key=lambda s: (-s[1], s[0].seq))
+    scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
+    memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored], touch=touch)
+    return [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
+
+
+def decay(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
+    """The bounded decay factor in [floor, 1] (1 for pinned memories) from the days since the memory was last
+    used (its last access, else its creation)."""
+    if memory.pinned:
+        return 1.0
+    return max(settings.memory_decay_floor, _freshness(memory, settings, now))
+
+
+def _freshness(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
+    """0.5 ^ (days since last used / half-life), in (0, 1]; last used = last access, else creation."""
+    since = max(memory.created_at, memory.last_accessed_at or memory.created_at)
+    days = max(0.0, (now - since).total_seconds() / _DAY_S)
+    return math.pow(0.5, days / max(settings.memory_half_life_days, 1e-9))
+
+
+def _named_speakers(query: str, rows: Sequence[store.Ranking]) -> set[str]:
+    """The speakers of the candidate ``rows`` that ``query`` names: the whole name or its first word, as a word,
+    case-insensitively."""
+    named = set()
+    for speaker in {row.speaker for row in rows}:
+        if speaker is None or not speaker.strip():
+            continue
+        forms = {speaker.strip(), speaker.split()[0]}
+        if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", query, re.IGNORECASE) for form in forms):
+            named.add(speaker)
+    return named
+
+
+def _score(row: store.Ranking, evidence: _Evidence, strategy: Strategy, settings: Settings, now: datetime,
+           named: set[str], windows: list[TimeWindow]) -> tuple[store.Ranking, float, dict[str, float | None]]:
+    """``(row, score, details)`` of one candidate (module docstring)."""
+    textual = strategy.vector + strategy.text
+    total = textual + strategy.recency + strategy.importance
+
+    def relevance(seq: int | None) -> float:
+        if seq is None or seq not in evidence.similarity or not textual:
+            return 0.0
+        return (strategy.vector * evidence.similarity[seq] + strategy.text * evidence.keyword[seq]) / textual
+
+    own = relevance(row.seq)
+    match = own
+    if row.previous is not None or row.following is not None:
+        match = (own + CONTEXT_WEIGHT * max(relevance(row.previous), relevance(row.following))) / (1 + CONTEXT_WEIGHT)
+    context = match
+    speaker = time_match = None
+    if named:
+        speaker = 1.0 if row.speaker in named else 0.0
+        match *= (1 + FACET_BOOST * speaker) / (1 + FACET_BOOST)
+    if windows:
+        time_match = 1.0 if any(w.contains(row.valid_from) for w in windows) else 0.0
+        match *= (1 + FACET_BOOST * time_match) / (1 + FACET_BOOST)
+    freshness = _freshness(row, settings, now)
+    base = (textual * match + strategy.recency * freshness + strategy.importance * row.importance) / total \
+        if total else 0.0
+    factor = decay(row, settings, now)
+    details: dict[str, float | None] = {
+        "relevance": round(own, 6), "context": round(context, 6),
+        "vector": round(evidence.similarity.get(row.seq, 0.0), 6),
+        "keyword": round(evidence.keyword.get(row.seq, 0.0), 6), "speaker": speaker, "time": time_match,
+        "recency": round(freshness, 6), "importance": round(row.importance, 6), "decay": round(factor, 6)}
+    return row, round(base * factor, 6), details
+
+
+def _scope(tenant_id: str, query: Query) -> Scope:
+    predicate, params = store.scope_predicate(query.scope)
+    parts: list[sql.Composable] = [predicate]
+    if query.as_of is not None:
+        parts.append(sql.SQL("valid_from <= %(as_of)s "
+                             "AND (valid_to IS NULL OR valid_to > %(as_of)s) AND archived_at IS NULL "
+                             "AND consolidated_into IS NULL AND (expires_at IS NULL OR expires_at > %(as_of)s)"))
+        params["as_of"] = query.as_of
+    elif query.include_invalidated:
+        parts.append(sql.SQL("archived_at IS NULL AND consolidated_into IS NULL "
+                             "AND (expires_at IS NULL OR expires_at > now())"))
+    else:
+        parts.append(sql.SQL(store.ACTIVE))
+    if query.memory_types:
+        parts.append(sql.SQL("memory_type = ANY(%(types)s)"))
+        params["types"] = list(query.memory_types)
+    if query.created_after is not None:
+        parts.append(sql.SQL("created_at >= %(created_after)s"))
+        params["created_after"] = query.created_after
+    if query.created_before is not None:
+        parts.append(sql.SQL("created_at <= %(created_before)s"))
+        params["created_before"] = query.created_before
+    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
+
+
+def scopes_of(hits: Sequence[Hit]) -> list[dict[str, str | None]]:
+    """The scopes of ``hits`` (for logs and audits)."""
+    return [h.memory.scope.as_dict() for h in hits]

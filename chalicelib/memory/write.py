@@ -1,0 +1,415 @@
+"""Adding memories: what ``POST /v1/memories`` does, inline or in the asynchronous add job.
+
+Without inference (``infer: false``) every non-system message becomes a memory as written (exact duplicates in
+the scope are ``NOOP``). With inference the cheap checks come first and the model only sees what is new:
+
+1. a single-message add whose text is an exact (normalised-hash) or near duplicate (cosine ≥
+   ``Settings.memory_near_duplicate``, documented default 0.95) of a stored memory is ``NOOP`` — no model call;
+2. one **extraction** call turns the conversation into facts (:mod:`chalicelib.memory.prompts`);
+3. facts that are exact or near duplicates of stored memories are ``NOOP`` (their memory's confidence rises);
+4. one **decision** call, for the whole batch, over the stored memories most similar to the rest: ``ADD``,
+   ``UPDATE`` (a new version; the old one gets ``valid_to`` and ``superseded_by``), ``INVALIDATE`` (the
+   contradicted memory is closed and kept, the new fact added) or ``NOOP``.
+
+A malformed model answer is sent back once with what is wrong; a second one fails the add with nothing written.
+Every write happens in one transaction after the model calls, under a per-scope advisory lock (two concurrent
+adds of one fact store it once); ``usage`` reports the tokens of every call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from chalicelib import ids
+from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, Usage
+from chalicelib.config import ENV_CHAT_BASE_URL, ENV_CHAT_MODEL, ENV_CHAT_PROVIDER, ENV_MEMORY_MODEL, Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.errors import InvalidRequestError, UpstreamError
+from chalicelib.memory import exchanges, prompts, store
+from chalicelib.memory.exchanges import NewExchange
+from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
+from chalicelib.memory.prompts import Fact, MalformedOutput
+
+__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "apply", "model_for", "plan"]
+
+logger = logging.getLogger("engram.memory")
+
+# A fact heard again raises its memory's confidence by this much (capped at 1).
+CONFIDENCE_STEP = 0.05
+# Stored memories shown to the decision call per new fact (seed 004's context retrieval shows 5).
+DECISION_NEIGHBOURS = 5
+# Categories kept per memory (the request's, then the extracted tags).
+MAX_CATEGORIES = 16
+# Calls the decision and extraction answers may take: one retry of a malformed answer.
+MODEL_ATTEMPTS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class InputMessage:
+    """One message of an add: ``role`` (user, assistant, system), ``content``, the speaker's ``name`` if any and
+    ``metadata`` of its own (merged over the request's for the memory stored verbatim from it)."""
+
+    role: str
+    content: str
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequest:
+    """A validated add. ``timestamp`` is when the conversation happened (``valid_from`` of what it teaches and the
+    date extraction resolves relative times against; None: now); ``memory_type`` overrides the extracted types
+    (and is every memory's type without inference)."""
+
+    messages: tuple[InputMessage, ...]
+    scope: MemoryScope
+    infer: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+    memory_type: str | None = None
+    categories: tuple[str, ...] = ()
+    importance: float | None = None
+    pinned: bool = False
+    expires_at: datetime | None = None
+    timestamp: datetime | None = None
+    source_kind: str = "api"
+    source_id: str | None = None
+    source_type: str | None = None
+    verified: bool = False
+    exchange: NewExchange | None = None
+    model: str | None = None  # the memory model chosen when the add was accepted (None: the configured one)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form (times as ISO 8601), stored with an asynchronous add's job."""
+        out = dataclasses.asdict(self)
+        out["exchange"] = self.exchange.to_json() if self.exchange is not None else None
+        for name in ("expires_at", "timestamp"):
+            value = getattr(self, name)
+            out[name] = value.isoformat() if value is not None else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AddRequest:
+        """The request :meth:`to_json` wrote."""
+        values = dict(data)
+        values["messages"] = tuple(InputMessage(**m) for m in data["messages"])
+        values["scope"] = MemoryScope(**data["scope"])
+        values["categories"] = tuple(data.get("categories") or ())
+        values["exchange"] = NewExchange.from_json(data["exchange"]) if data.get("exchange") else None
+        for name in ("expires_at", "timestamp"):
+            values[name] = datetime.fromisoformat(data[name]) if data.get(name) else None
+        return cls(**values)
+
+
+@dataclass(slots=True)
+class Change:
+    """One planned or applied change: ``event`` (ADD, UPDATE, INVALIDATE, NOOP), the memory's ``text``, its facts
+    (type, confidence, importance, tags), the stored memory it updates, contradicts or repeats (``target``) and,
+    once applied, the memory ``id`` (the new memory for ADD and INVALIDATE; for UPDATE the target's, which keeps
+    its id while its old version is kept as a closed row)."""
+
+    event: str
+    text: str
+    memory_type: str = "fact"
+    confidence: float = 1.0
+    importance: float = 0.5
+    tags: list[str] = field(default_factory=list)
+    speaker: str | None = None
+    role: str | None = None
+    target: Memory | None = None
+    embedding: Any = None
+    id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def result(self) -> dict[str, Any]:
+        """The add's result entry: ``{"id", "event", "memory", "memory_type", "previous_memory"?, ...}``."""
+        out: dict[str, Any] = {"id": self.id if self.id else (self.target.id if self.target else None),
+                               "event": self.event, "memory": self.text, "memory_type": self.memory_type}
+        if self.target is not None and self.event in ("UPDATE", "INVALIDATE"):
+            out["previous_memory"] = self.target.memory
+            out["previous_id"] = self.target.id
+        return out
+
+
+@dataclass(slots=True)
+class AddResult:
+    """What an add did (``changes``, in order) and what it cost (``usage``: model calls and their tokens)."""
+
+    changes: list[Change]
+    model: str | None = None
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    exchange_vector: Any = None  # the embedding of the request's exchange, when it records one
+
+    def usage_dict(self) -> dict[str, Any]:
+        """``{"model", "model_calls", "input_tokens", "output_tokens", "total_tokens"}``."""
+        return {"model": self.model, "model_calls": self.model_calls, "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "total_tokens": self.usage.input_tokens + self.usage.output_tokens}
+
+
+def model_for(settings: Settings) -> str:
+    """The model of an inferring add: ``ENGRAM_MEMORY_MODEL``, else ``ENGRAM_CHAT_MODEL``.
+
+    Raises:
+        InvalidRequestError: (400, param ``infer``, code ``model_not_configured``) neither is set; the message names
+            the settings.
+    """
+    model = settings.memory_model or settings.chat_model
+    if not model:
+        raise InvalidRequestError(
+            f"'infer': true needs a model to extract memories, and none is configured. Set {ENV_MEMORY_MODEL} (or "
+            f"{ENV_CHAT_MODEL}) and a chat backend ({ENV_CHAT_BASE_URL}, or {ENV_CHAT_PROVIDER}=bedrock), or add "
+            "with 'infer': false to store the messages as they are.", param="infer", code="model_not_configured")
+    return model
+
+
+def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
+        backend: ChatBackend | None, model: str | None) -> AddResult:
+    """Plan the add (model calls included) and apply it in one transaction.
+
+    Raises:
+        UpstreamError / UpstreamTimeoutError / RateLimitError: a model or embedding call failed (nothing written);
+            also (502, code ``memory_model_output_invalid``) the model answered malformed JSON twice.
+    """
+    result = plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
+    with conn.transaction():
+        apply(conn, tenant_id, request, result, embedder=embedder)
+    return result
+
+
+def plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
+         backend: ChatBackend | None, model: str | None) -> AddResult:
+    """Decide what the add changes, reading only: the model calls and the embeddings happen here."""
+    result = _plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
+    if request.exchange is not None:
+        result.exchange_vector = embedder.embed([exchanges.text_of(request.exchange)])[0]
+    return result
+
+
+def _plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
+          backend: ChatBackend | None, model: str | None) -> AddResult:
+    if not request.messages:
+        return AddResult([], model=model)
+    if not request.infer:
+        return AddResult(_verbatim(conn, tenant_id, request, embedder))
+    assert backend is not None and model is not None, "inference needs a chat backend and a model"
+    result = AddResult([], model=model)
+    said = [m for m in request.messages if m.role == "user"] or [m for m in request.messages if m.role != "system"]
+    if len(said) == 1 and _known(conn, settings, tenant_id, request.scope, said[0].content, embedder, result):
+        return result
+    facts = _extract(backend, model, request, result)
+    if not facts:
+        return result
+    fresh: list[Change] = []
+    for fact in facts:
+        change = Change("ADD", fact.text, memory_type=request.memory_type or fact.memory_type,
+                        confidence=fact.confidence, importance=_importance(request, fact.importance), tags=fact.tags)
+        duplicate = store.find_by_hash(conn, tenant_id, request.scope, text_hash(fact.text))
+        if duplicate is not None:
+            change.event, change.target = "NOOP", duplicate
+            result.changes.append(change)
+        else:
+            fresh.append(change)
+    if not fresh:
+        return result
+    vectors = embedder.embed([c.text for c in fresh])
+    neighbours: dict[str, Memory] = {}
+    undecided: list[Change] = []
+    for change, vector in zip(fresh, vectors):
+        change.embedding = vector
+        nearest = store.similar(conn, tenant_id, request.scope, vector, DECISION_NEIGHBOURS)
+        if nearest and nearest[0][1] >= settings.memory_near_duplicate:
+            change.event, change.target = "NOOP", nearest[0][0]
+            result.changes.append(change)
+            continue
+        undecided.append(change)
+        for memory, _ in nearest:
+            neighbours.setdefault(memory.id, memory)
+    if undecided and neighbours:
+        _decide(backend, model, list(neighbours.values()), undecided, result)
+    result.changes.extend(undecided)
+    return result
+
+
+def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result: AddResult, *,
+          embedder: Embedder) -> None:
+    """Write a planned add (call inside a transaction): inserts, closes, confidence bumps and history, in a fixed
+    number of statements whatever the add's size (the new memories in one insert, their history in another). A
+    change whose text became an exact duplicate meanwhile (a concurrent add), or repeats an earlier change of the
+    same add, turns into ``NOOP``."""
+    scope = request.scope
+    store.lock_scope(conn, tenant_id, scope)
+    valid_from = request.timestamp
+    if request.expires_at is None and any(c.memory_type == "working" and c.event != "NOOP" for c in result.changes):
+        from chalicelib.store import tenants  # working memory's TTL: the tenant's, seed 002's 24 h by default
+
+        ttl = tenants.limits(conn, tenant_id).working_ttl_s
+        request = dataclasses.replace(request, expires_at=datetime.now(UTC) + timedelta(seconds=ttl))
+    actor = f"model:{result.model}" if result.model else "api"
+    bumped = [c.target.id for c in result.changes if c.event == "NOOP" and c.target is not None]
+    writes = [c for c in result.changes if c.event != "NOOP"]
+    stored = store.find_by_hashes(conn, tenant_id, scope, [text_hash(c.text) for c in writes if c.event == "ADD"])
+    seen: set[str] = set()
+    for change in writes:
+        digest = text_hash(change.text)
+        if change.event == "ADD" and (digest in stored or digest in seen):
+            change.event = "NOOP"
+        seen.add(digest)
+    writes = [c for c in writes if c.event != "NOOP"]
+    unembedded = [c for c in writes if c.embedding is None]
+    if unembedded:
+        for change, vector in zip(unembedded, embedder.embed([_index_text(c) for c in unembedded])):
+            change.embedding = vector
+    events: list[store.HistoryEvent] = []
+    for change in writes:
+        target = change.target
+        if change.event == "UPDATE" and target is not None:
+            revised, snapshot = store.revise(
+                conn, tenant_id, target.id, text=change.text, hash=text_hash(change.text),
+                index_text=_index_text(change), model=embedder.model, embedding=change.embedding,
+                valid_from=valid_from, edit=store.Edit(categories=_categories(request, change) or None))
+            change.id = revised.id
+            events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
+                                      {"previous_version": snapshot}))
+    inserts = [c for c in writes if c.event in ("ADD", "INVALIDATE")]
+    rows = store.insert_many(conn, tenant_id, [(ids.new_id(ids.MEMORY), _new_memory(request, c, embedder.model))
+                                               for c in inserts])
+    for change, new in zip(inserts, rows):
+        change.id = new.id
+        target = change.target
+        invalidates = change.event == "INVALIDATE" and target is not None
+        events.append(store.HistoryEvent(new, scope, "ADD", None, new.memory, actor,
+                                  {"invalidates": target.id} if invalidates and target is not None else {}))
+        if invalidates and target is not None:
+            ends = max(valid_from, target.valid_from) if valid_from else None
+            store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=new.id)
+            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
+                                      {"invalidated_by": new.id}))
+    store.record_many(conn, tenant_id, events)
+    store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
+    if request.exchange is not None and result.exchange_vector is not None:
+        exchanges.insert(conn, tenant_id, request.exchange, model=embedder.model, vector=result.exchange_vector)
+
+
+def _verbatim(conn: psycopg.Connection, tenant_id: str, request: AddRequest, embedder: Embedder) -> list[Change]:
+    changes: list[Change] = []
+    for message in request.messages:
+        if message.role == "system" or not message.content.strip():
+            continue
+        changes.append(Change("ADD", message.content.strip(), memory_type=request.memory_type or "fact",
+                              importance=_importance(request, 0.5), speaker=message.name, role=message.role,
+                              metadata=dict(message.metadata or {})))
+    stored = store.find_by_hashes(conn, tenant_id, request.scope, [text_hash(c.text) for c in changes])
+    seen: set[str] = set()
+    for change in changes:
+        digest = text_hash(change.text)
+        if digest in stored or digest in seen:
+            change.event, change.target = "NOOP", stored.get(digest)
+        seen.add(digest)
+    todo = [c for c in changes if c.event == "ADD"]
+    if todo:
+        for change, vector in zip(todo, embedder.embed([_index_text(c) for c in todo])):
+            change.embedding = vector
+    return changes
+
+
+def _known(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: MemoryScope, text: str,
+           embedder: Embedder, result: AddResult) -> bool:
+    """The cheap check: a single statement already stored (exact or near duplicate) is NOOP without a model call."""
+    if not normalise(text):
+        return True
+    duplicate = store.find_by_hash(conn, tenant_id, scope, text_hash(text))
+    if duplicate is None:
+        nearest = store.similar(conn, tenant_id, scope, embedder.embed([text])[0], 1)
+        if nearest and nearest[0][1] >= settings.memory_near_duplicate:
+            duplicate = nearest[0][0]
+    if duplicate is None:
+        return False
+    result.changes.append(Change("NOOP", duplicate.memory, memory_type=duplicate.memory_type, target=duplicate))
+    return True
+
+
+def _extract(backend: ChatBackend, model: str, request: AddRequest, result: AddResult) -> list[Fact]:
+    when = request.timestamp or datetime.now(UTC)
+    conversation = "\n".join(f"{m.name or m.role}: {m.content}" for m in request.messages if m.role != "system")
+    messages = prompts.extraction_request(conversation, date=when.strftime("%Y-%m-%d (%A)"))
+    return _ask(backend, model, messages, prompts.parse_facts, result)
+
+
+def _decide(backend: ChatBackend, model: str, existing: list[Memory], undecided: list[Change],
+            result: AddResult) -> None:
+    facts = [Fact(c.text, c.confidence, c.importance, c.tags, c.memory_type) for c in undecided]
+    messages = prompts.decision_request([m.memory for m in existing], facts)
+    decisions = _ask(backend, model, messages,
+                     lambda answer: prompts.parse_decisions(answer, facts=len(facts), existing=len(existing)), result)
+    for decision in decisions:
+        change = undecided[decision.fact]
+        change.event = decision.event
+        change.target = existing[decision.target] if decision.target is not None else None
+        if decision.event == "UPDATE" and decision.text:
+            change.text = decision.text
+            change.embedding = None  # the merged text is embedded when applied
+
+
+def _ask(backend: ChatBackend, model: str, messages: list[dict[str, str]], parse: Any, result: AddResult) -> Any:
+    conversation = [ChatMessage(m["role"], m["content"]) for m in messages]  # type: ignore[arg-type]
+    problem = ""
+    for _ in range(MODEL_ATTEMPTS):
+        answer = backend.complete(ChatRequest(model=model, messages=tuple(conversation), tool_choice="none",
+                                              temperature=0.0))
+        result.model_calls += 1
+        result.usage = result.usage + answer.usage
+        try:
+            return parse(answer.text)
+        except MalformedOutput as exc:
+            problem = str(exc)
+            logger.warning("memory model %s answered malformed output: %s", model, problem)
+            conversation += [ChatMessage("assistant", answer.text),
+                             ChatMessage("user", f"That answer is invalid: {problem}. Answer again with the JSON "
+                                                 "object only.")]
+    raise UpstreamError(f"The memory model {model!r} answered malformed output twice ({problem}); nothing was "
+                        "stored.", code="memory_model_output_invalid")
+
+
+def _importance(request: AddRequest, default: float) -> float:
+    return request.importance if request.importance is not None else default
+
+
+def _index_text(change: Change) -> str:
+    """What BM25 indexes and the embedder reads: the text, after its speaker's name when known."""
+    return f"{change.speaker}: {change.text}" if change.speaker else change.text
+
+
+def _categories(request: AddRequest, change: Change) -> list[str]:
+    return list(dict.fromkeys([*request.categories, *change.tags]))[:MAX_CATEGORIES]
+
+
+def _source_type(request: AddRequest, change: Change) -> str | None:
+    """Seed 002's provenance: what the caller says, else ``inferred`` (extracted by the model) or
+    ``user_stated`` (the user's own words, stored verbatim)."""
+    if request.source_type is not None:
+        return request.source_type
+    if request.infer:
+        return "inferred"
+    return "user_stated" if change.role == "user" else None
+
+
+def _new_memory(request: AddRequest, change: Change, model: str) -> store.NewMemory:
+    metadata = {**request.metadata, **change.metadata}
+    if change.speaker:
+        metadata.setdefault("speaker", change.speaker)
+    if change.role:
+        metadata.setdefault("role", change.role)
+    return store.NewMemory(scope=request.scope, memory=change.text, hash=text_hash(change.text),
+                           memory_type=change.memory_type, categories=_categories(request, change),
+                           confidence=change.confidence, importance=change.importance, metadata=metadata,
+                           source_kind=request.source_kind, source_id=request.source_id,
+                           valid_from=request.timestamp, pinned=request.pinned, expires_at=request.expires_at,
+                           model=model, embedding=change.embedding, index_text=_index_text(change),
+                           source_type=_source_type(request, change), verified=request.verified)

@@ -1,0 +1,206 @@
+"""Memory around a response (seed 000, "Data Flow: Complete Request with Memory and RAG"; seed 004, "Context
+Retrieval", "Graceful Degradation"). Opt-in (seed 000, open question 3): on when the request's ``memory`` extension,
+its agent profile or the tenant's defaults turn it on (:func:`resolve`, field by field: request → agent → tenant).
+
+- **Recall**, before the first model call: the user's message is searched against the scope's memories and its
+  earlier exchanges; the hits are put into the instructions in one delimited block (:data:`BLOCK_START` …
+  :data:`BLOCK_END`) and shown as a ``memory_search_call`` output item (results visible with
+  ``include=["memory_search_call.results"]``, like ``file_search_call``), so a client can audit what the model was
+  told. A failing recall is logged and counted, and the response goes on without memories.
+- **Remember**, after the response is stored: one job (:mod:`chalicelib.memory.add_jobs`) stores the exchange and
+  extracts facts from it with the memory model (when one is configured) in the background; the response never
+  waits for the model, a redelivered job changes nothing, and a failure to dispatch is logged and counted but
+  never fails the response.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib import ids, observability
+from chalicelib.config import Settings
+from chalicelib.embed.base import Embedder
+from chalicelib.errors import InvalidRequestError
+from chalicelib.memory import exchanges, recall
+from chalicelib.memory.model import MemoryScope
+from chalicelib.responses.schemas import MemoryOptions
+from chalicelib.validation import validate
+
+__all__ = ["BLOCK_END", "BLOCK_START", "MemoryPlan", "Recalled", "resolve", "recall_for", "remember"]
+
+logger = logging.getLogger("engram.responses")
+
+BLOCK_START = "<memory>"
+BLOCK_END = "</memory>"
+DEFAULT_TOP_K = 5
+# Recalled memories scoring below this are left out (a memory's score: relevance, recency and importance, times
+# its decay; see chalicelib.memory.recall).
+DEFAULT_SCORE_THRESHOLD = 0.3
+# Characters of an earlier exchange shown in the block (each side).
+EXCHANGE_SNIPPET_CHARS = 400
+RECALL_FAILURES = "MemoryRecallFailures"
+REMEMBER_FAILURES = "MemoryRememberFailures"
+RECALL_LATENCY = "MemoryRecallLatency"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Memory settings of one response, resolved: the ``scope`` and what to do."""
+
+    scope: MemoryScope
+    recall: bool
+    remember: bool
+    top_k: int
+    score_threshold: float
+    exchanges: bool
+    exchange_threshold: float
+    summarization: bool
+
+
+@dataclass(slots=True)
+class Recalled:
+    """What recall found: the ``memory_search_call`` ``item`` (results included), the instructions ``block`` (None
+    when nothing was found), the ids of what was shown (``prior_ids``) and ``usage`` (embedding and injected
+    tokens, milliseconds)."""
+
+    item: dict[str, Any]
+    block: str | None
+    prior_ids: list[str] = field(default_factory=list)
+
+
+def resolve(requested: dict[str, Any] | bool | None, *, agent_memory: dict[str, Any] | None, agent_id: str | None,
+            tenant_defaults: dict[str, Any] | None, user: str | None) -> MemoryPlan | None:
+    """The response's memory plan, or None when memory is off: ``memory: false`` turns it off whatever the
+    agent or tenant say; otherwise any layer that gives memory settings turns it on, and each field comes from the
+    first layer that sets it.
+
+    Raises:
+        InvalidRequestError: a malformed ``memory`` object (``param`` ``memory.<field>``); memory is on but no
+            scope can be named (no ``memory.user_id``, request ``user``, ``agent_id`` or agent profile).
+    """
+    if requested is False:
+        return None
+    layers: list[MemoryOptions] = []
+    if isinstance(requested, dict):
+        layers.append(validate(MemoryOptions, requested, prefix="memory"))
+    for stored in (agent_memory, tenant_defaults):
+        if stored is not None:
+            layers.append(validate(MemoryOptions, stored))
+    if not layers and requested is not True:
+        return None
+
+    def pick(name: str, default: Any) -> Any:
+        return next((getattr(layer, name) for layer in layers if getattr(layer, name) is not None), default)
+
+    scope_ids = {"user_id": pick("user_id", user), "agent_id": pick("agent_id", agent_id),
+                 "run_id": pick("run_id", None)}
+    if not any(scope_ids.values()):
+        raise InvalidRequestError("Memory is on for this response but names no scope: set 'memory.user_id' (or the "
+                                  "request's 'user'), 'memory.agent_id' or use an agent profile.",
+                                  param="memory.user_id", code="missing_required_parameter")
+    plan = MemoryPlan(scope=MemoryScope(**scope_ids), recall=pick("recall", True), remember=pick("remember", True),
+                      top_k=pick("top_k", DEFAULT_TOP_K), score_threshold=pick("score_threshold",
+                                                                                DEFAULT_SCORE_THRESHOLD),
+                      exchanges=pick("exchanges", True),
+                      exchange_threshold=pick("exchange_threshold", exchanges.SIMILARITY_THRESHOLD),
+                      summarization=pick("summarization", True))
+    return plan if plan.recall or plan.remember or not plan.summarization else None
+
+
+def recall_for(settings: Settings, tenant_id: str, plan: MemoryPlan, query: str, *,
+               embedder: Embedder) -> Recalled:
+    """Recall for ``query`` (the user's message): the scope's best memories and, when enabled, its most similar
+    earlier exchanges (seed 004: similarity ≥ 0.65). Never raises: a failure gives a ``failed`` item and no block
+    (logged, counted as ``MemoryRecallFailures``)."""
+    from chalicelib.store.db import tenant_connection
+
+    started = time.perf_counter()
+    item: dict[str, Any] = {"id": ids.new_id(ids.MEMORY_SEARCH_CALL), "type": "memory_search_call",
+                            "status": "completed", "queries": [query], "results": [], **plan.scope.as_dict()}
+    if not query.strip():
+        return Recalled(item, None)
+    try:
+        with tenant_connection(settings, tenant_id) as conn:
+            hits = recall.search(conn, settings, tenant_id,
+                                 recall.Query(query=query, scope=plan.scope, top_k=plan.top_k,
+                                              score_threshold=plan.score_threshold), embedder=embedder)
+            found = (exchanges.search(conn, settings, tenant_id, plan.scope, query, embedder=embedder,
+                                      limit=plan.top_k, threshold=plan.exchange_threshold)
+                     if plan.exchanges else [])
+    except Exception:
+        logger.exception("memory recall failed; the response goes on without memories")
+        observability.record(RECALL_FAILURES, 1, "Count")
+        item["status"] = "failed"
+        return Recalled(item, None)
+    results: list[dict[str, Any]] = [
+        {"type": "memory", "id": h.memory.id, "text": h.memory.memory, "memory_type": h.memory.memory_type,
+         "score": h.score, "valid_from": int(h.memory.valid_from.timestamp())} for h in hits]
+    results += [{"type": "exchange", "id": e.exchange.id, "text": _exchange_line(e.exchange),
+                 "score": round(e.similarity, 6), "valid_from": int(e.exchange.created_at.timestamp())}
+                for e in found]
+    item["results"] = results
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    observability.record(RECALL_LATENCY, elapsed_ms)
+    block = _block(results) if results else None
+    item["usage"] = {"embedding_tokens": embedder.tokenizer.count(query) * (2 if plan.exchanges else 1),
+                     "injected_tokens": embedder.tokenizer.count(block) if block else 0,
+                     "latency_ms": round(elapsed_ms, 3)}
+    return Recalled(item, block, [r["id"] for r in results])
+
+
+def remember(settings: Settings, tenant_id: str, plan: MemoryPlan, *, response_id: str, thread_id: str,
+             prompt: str, answer: str, prior_ids: list[str]) -> str | None:
+    """Dispatch the job that stores this exchange and extracts memories from it (with the memory model when one
+    is configured); returns the job's id (``memjob_…``), or None when it could not be dispatched (logged,
+    counted as ``MemoryRememberFailures``; the response is not affected)."""
+    from chalicelib import deps
+    from chalicelib.memory import add_jobs, write
+    from chalicelib.store.db import tenant_connection
+
+    if not prompt.strip() or not answer.strip():
+        return None
+    model = settings.memory_model or settings.chat_model
+    infer = model is not None
+    messages = (write.InputMessage("user", prompt), write.InputMessage("assistant", answer)) if infer else ()
+    exchange = exchanges.NewExchange(scope=plan.scope, thread_id=thread_id, session_id=plan.scope.run_id,
+                                     response_id=response_id, user_prompt=prompt, assistant_response=answer,
+                                     prior_ids=tuple(prior_ids))
+    request = write.AddRequest(messages=messages, scope=plan.scope, infer=infer, source_kind="response",
+                               source_id=response_id, exchange=exchange, model=model)
+    try:
+        with tenant_connection(settings, tenant_id) as conn:
+            return add_jobs.submit(conn, tenant_id, request, dispatcher=deps.dispatcher(settings)).id
+    except Exception:
+        logger.exception("dispatching the memory job of response %s failed", response_id)
+        observability.record(REMEMBER_FAILURES, 1, "Count")
+        return None
+
+
+def _exchange_line(exchange: exchanges.Exchange) -> str:
+    return (f"User: {_clip(exchange.user_prompt)}\nAssistant: {_clip(exchange.assistant_response)}")
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCHANGE_SNIPPET_CHARS else text[:EXCHANGE_SNIPPET_CHARS - 1] + "…"
+
+
+def _block(results: list[dict[str, Any]]) -> str:
+    """The instructions block: memories first, then earlier exchanges, each dated."""
+    lines = [BLOCK_START, "What you remember from earlier conversations with this user (it may be outdated; what the "
+             "user says now wins):"]
+    for r in results:
+        day = time.strftime("%Y-%m-%d", time.gmtime(r["valid_from"]))
+        if r["type"] == "memory":
+            lines.append(f"- ({day}) {r['text']}")
+    earlier = [r for r in results if r["type"] == "exchange"]
+    if earlier:
+        lines.append("Earlier exchanges that may be relevant:")
+        for r in earlier:
+            day = time.strftime("%Y-%m-%d", time.gmtime(r["valid_from"]))
+            lines.append(f"- ({day}) " + r["text"].replace("\n", " / "))
+    lines.append(BLOCK_END)
+    return "\n".join(lines)

@@ -1,0 +1,350 @@
+"""``engram memory``: agent memories from the command line (seed 004's ``/vadd /vquery /vget /vdelete /vstats`` and
+``/vdoc`` as commands) — rich tables by default, ``--json`` for scripts (the same objects the HTTP API returns).
+
+Every command acts for the CLI's tenant (``ENGRAM_TENANT``, or ``--tenant``) on the configured database, through
+the same memory service as ``/v1/memories``. ``add`` infers (extracts facts with the memory model) when a model is
+configured (``ENGRAM_MEMORY_MODEL`` or ``ENGRAM_CHAT_MODEL``) and stores the text as written otherwise;
+``--infer/--no-infer`` decides explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chalicelib import deps
+from chalicelib.errors import EngramError
+from chalicelib.memory.model import MemoryScope
+
+app = typer.Typer(help="Agent memories: add, search, list, get, update, delete, history, purge, stats, restore, audit.",
+                  no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+USER = typer.Option(None, "--user", "-u", help="The user the memories are about (user_id).")
+AGENT = typer.Option(None, "--agent", "-a", help="The agent's own scope (agent_id).")
+RUN = typer.Option(None, "--run", "-r", help="One run or session (run_id).")
+TENANT = typer.Option(None, "--tenant", "-t", help="Tenant (default: ENGRAM_TENANT).")
+JSON = typer.Option(False, "--json", help="Print JSON (the API's objects).")
+
+
+def _tenant(tenant: str | None) -> str:
+    return tenant or deps.current_settings().tenant
+
+
+def _scope(user: str | None, agent: str | None, run: str | None) -> MemoryScope:
+    try:
+        return MemoryScope(user, agent, run)
+    except ValueError:
+        err_console.print("[bold red]error[/]: name a scope: --user, --agent and/or --run")
+        raise typer.Exit(code=2) from None
+
+
+def _fail(exc: EngramError) -> None:
+    err_console.print(f"[bold red]error[/]: {exc.message}" + (f" ({exc.code})" if exc.code else ""))
+    raise typer.Exit(code=2)
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    """``--as-of`` / ``--timestamp``: Unix seconds or an ISO 8601 date/time (UTC unless it says otherwise)."""
+    if value is None:
+        return None
+    try:
+        if value.isdigit():
+            return datetime.fromtimestamp(int(value), UTC)
+        parsed = datetime.fromisoformat(value)
+    except (ValueError, OverflowError):
+        err_console.print(f"[bold red]error[/]: {name} must be Unix seconds or an ISO 8601 date, got {value!r}")
+        raise typer.Exit(code=2) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _when(value: int | None) -> str:
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+def _memories_table(title: str, rows: list[dict[str, Any]], *, scored: bool = False) -> Table:
+    table = Table(title=title, show_lines=False)
+    if scored:
+        table.add_column("score", justify="right")
+    table.add_column("memory", overflow="fold", ratio=3)
+    for column in ("type", "status", "valid from"):
+        table.add_column(column, overflow="fold")
+    table.add_column("id", no_wrap=True)
+    for m in rows:
+        cells = [escape(m["memory"]), m["memory_type"], m["status"], _when(m["valid_from"]), m["id"]]
+        table.add_row(*([f"{m['score']:.3f}"] if scored else []), *cells)
+    return table
+
+
+@app.command("add")
+def add(text: list[str] = typer.Argument(None, help="What to remember (one memory per argument without inference)."),
+        user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN,
+        file: Path | None = typer.Option(None, "--file", "-f", exists=True, dir_okay=False,
+                                         help="A document: parsed, chunked and stored as knowledge memories."),
+        infer: bool | None = typer.Option(None, "--infer/--no-infer",
+                                          help="Extract facts with the memory model (default: when one is "
+                                               "configured)."),
+        memory_type: str | None = typer.Option(None, "--type", help="fact, preference, episode, procedural, ..."),
+        timestamp: str | None = typer.Option(None, help="When it was said (Unix seconds or ISO 8601)."),
+        pinned: bool = typer.Option(False, help="Exempt from decay and archiving."),
+        tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """Remember TEXT (or a --file) for a scope; prints what changed (ADD, UPDATE, INVALIDATE, NOOP)."""
+    from chalicelib.api import objects
+    from chalicelib.memory import documents, write
+    from chalicelib.memory.model import MEMORY_TYPES
+    from chalicelib.store import vector_stores
+
+    scope = _scope(user, agent, run)
+    if not text and file is None:
+        err_console.print("[bold red]error[/]: give the TEXT to remember or --file PATH")
+        raise typer.Exit(code=2)
+    if memory_type is not None and memory_type not in MEMORY_TYPES:
+        err_console.print(f"[bold red]error[/]: --type must be one of {', '.join(MEMORY_TYPES)}")
+        raise typer.Exit(code=2)
+    settings, owner = deps.current_settings(), _tenant(tenant)
+    try:
+        with deps.connect() as conn:
+            vector_stores.ensure_tenant(conn, owner)
+            if file is not None:
+                result = documents.add_document(conn, settings, owner, scope, filename=file.name,
+                                                data=file.read_bytes(), embedder=deps.embedder(), pinned=pinned)
+            else:
+                use_model = infer if infer is not None else bool(settings.memory_model or settings.chat_model)
+                model = write.model_for(settings) if use_model else None
+                backend = deps.chat_backend(model, settings) if model is not None else None
+                messages = tuple(write.InputMessage("user", t) for t in text)
+                request = write.AddRequest(messages=messages, scope=scope, infer=use_model, memory_type=memory_type,
+                                           pinned=pinned, timestamp=_time(timestamp, "--timestamp"))
+                result = write.add(conn, settings, owner, request, embedder=deps.embedder(), backend=backend,
+                                   model=model)
+    except EngramError as exc:
+        _fail(exc)
+    body = objects.memory_add_result(result)
+    if as_json:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(body['results'])} change(s)")
+    for column in ("event", "id", "memory", "previous"):
+        table.add_column(column, overflow="fold")
+    for r in body["results"]:
+        table.add_row(r["event"], r["id"] or "", escape(r["memory"]), escape(r.get("previous_memory") or ""))
+    console.print(table)
+    usage = body["usage"]
+    if usage["model_calls"]:
+        console.print(f"model {usage['model']}: {usage['model_calls']} call(s), {usage['total_tokens']} tokens")
+
+
+@app.command("search")
+def search(query: str = typer.Argument(..., help="What to recall."), user: str | None = USER,
+           agent: str | None = AGENT, run: str | None = RUN,
+           top_k: int = typer.Option(10, "--top-k", "-k", min=1, max=100, help="Results (1-100)."),
+           ranking: str = typer.Option("balanced", help="semantic | keyword | balanced | recency | priority"),
+           as_of: str | None = typer.Option(None, "--as-of", help="What was valid then (Unix seconds or ISO 8601)."),
+           include_invalidated: bool = typer.Option(False, help="Show closed memories too."),
+           tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """Search a scope's memories; scores with their parts."""
+    from chalicelib.api import objects
+    from chalicelib.memory import recall
+
+    if ranking not in recall.STRATEGIES:
+        err_console.print(f"[bold red]error[/]: --ranking must be one of {', '.join(recall.STRATEGIES)}")
+        raise typer.Exit(code=2)
+    query_ = recall.Query(query=query, scope=_scope(user, agent, run), top_k=top_k,
+                          strategy=recall.STRATEGIES[ranking], include_invalidated=include_invalidated,
+                          as_of=_time(as_of, "--as-of"))
+    try:
+        with deps.connect() as conn:
+            hits = recall.search(conn, deps.current_settings(), _tenant(tenant), query_, embedder=deps.embedder())
+    except EngramError as exc:
+        _fail(exc)
+    page = objects.memory_search_page(query, hits)
+    if as_json:
+        print(json.dumps(page["data"], indent=2, ensure_ascii=False))
+        return
+    console.print(_memories_table(f"{len(hits)} memories for {query!r}", page["data"], scored=True))
+
+
+@app.command("list")
+def list_memories(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN,
+                  memory_type: str | None = typer.Option(None, "--type", help="Only this type."),
+                  include_inactive: bool = typer.Option(False, "--all", help="Closed, archived, expired too."),
+                  limit: int = typer.Option(50, min=1, max=100), tenant: str | None = TENANT,
+                  as_json: bool = JSON) -> None:
+    """A scope's memories, newest first."""
+    from chalicelib.api import objects
+    from chalicelib.memory import store
+    from chalicelib.store.paging import Page
+
+    with deps.connect() as conn:
+        rows, has_more = store.list_page(conn, _tenant(tenant), _scope(user, agent, run), Page(limit=limit),
+                                         memory_types=[memory_type] if memory_type else None,
+                                         include_inactive=include_inactive)
+    data = [objects.memory_object(m) for m in rows]
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console.print(_memories_table(f"{len(data)} memories" + (" (more: raise --limit)" if has_more else ""), data))
+
+
+@app.command("get")
+def get(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT,
+        as_json: bool = JSON) -> None:
+    """One memory, every field."""
+    from chalicelib.api import objects
+    from chalicelib.memory import store
+
+    try:
+        with deps.connect() as conn:
+            body = objects.memory_object(store.get(conn, _tenant(tenant), memory_id))
+    except EngramError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=memory_id, show_header=False)
+    for key, value in body.items():
+        shown = _when(value) if key.endswith(("_at", "valid_from", "valid_to")) and isinstance(value, int) else value
+        table.add_row(key, escape(json.dumps(shown, ensure_ascii=False) if isinstance(shown, dict | list)
+                                  else str(shown if shown is not None else "")))
+    console.print(table)
+
+
+@app.command("update")
+def update(memory_id: str = typer.Argument(..., help="mem_..."), text: str = typer.Argument(..., help="The new text."),
+           timestamp: str | None = typer.Option(None, help="When it became true (Unix seconds or ISO 8601)."),
+           tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """Give a memory new text: a new version with the same id; the old one stays visible with --as-of."""
+    from chalicelib.api import objects
+    from chalicelib.memory import manage
+    from chalicelib.memory.store import Edit
+
+    try:
+        with deps.connect() as conn:
+            updated = manage.update(conn, _tenant(tenant), memory_id, text=text, changes=Edit(),
+                                    embedder=deps.embedder(), valid_from=_time(timestamp, "--timestamp"))
+    except EngramError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(objects.memory_object(updated), indent=2, ensure_ascii=False))
+        return
+    console.print(f"updated {memory_id}: {escape(updated.memory)}")
+
+
+@app.command("delete")
+def delete(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT) -> None:
+    """Delete a memory and its earlier versions (its history keeps the events, not the text)."""
+    from chalicelib.memory import manage
+
+    with deps.connect() as conn:
+        deleted = manage.delete(conn, _tenant(tenant), memory_id)
+    if not deleted:
+        err_console.print(f"[bold red]error[/]: no memory {memory_id!r}")
+        raise typer.Exit(code=2)
+    console.print(f"deleted {memory_id}")
+
+
+@app.command("history")
+def history(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT,
+            as_json: bool = JSON) -> None:
+    """Every event of a memory, oldest first."""
+    from chalicelib.api import objects
+    from chalicelib.memory import store
+
+    with deps.connect() as conn:
+        data = [objects.memory_history_entry(r) for r in store.history(conn, _tenant(tenant), memory_id)]
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"history of {memory_id}")
+    for column in ("when", "event", "actor", "old", "new"):
+        table.add_column(column, overflow="fold")
+    for e in data:
+        table.add_row(_when(e["created_at"]), e["event"], e["actor"], escape(e["old_memory"] or ""),
+                      escape(e["new_memory"] or ""))
+    console.print(table)
+
+
+@app.command("purge")
+def purge(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN,
+          yes: bool = typer.Option(False, "--yes", help="Do not ask."), tenant: str | None = TENANT,
+          as_json: bool = JSON) -> None:
+    """Remove a scope's memories and every trace of their text (history, jobs, idempotency records, cache)."""
+    from chalicelib.memory import manage
+
+    scope = _scope(user, agent, run)
+    if not yes and not typer.confirm(f"Purge every memory of {scope.named()}?"):
+        raise typer.Exit(code=1)
+    with deps.connect() as conn:
+        counts = manage.purge(conn, _tenant(tenant), scope)
+    if as_json:
+        print(json.dumps({"deleted": True, **scope.as_dict(), "counts": counts}, indent=2))
+        return
+    console.print("purged: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+
+
+@app.command("stats")
+def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN, tenant: str | None = TENANT,
+          as_json: bool = JSON) -> None:
+    """Counts of the tenant's memories (or one scope's): by status and, for active ones, by type."""
+    from chalicelib.memory import store
+
+    scope = MemoryScope(user, agent, run) if (user or agent or run) else None
+    with deps.connect() as conn:
+        data = store.stats(conn, _tenant(tenant), scope)
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"memories of tenant {_tenant(tenant)!r}" + (f" {scope.named()}" if scope else ""))
+    table.add_column("count")
+    table.add_column("n", justify="right")
+    for key, value in data.items():
+        if key == "active_by_type":
+            for kind, n in value.items():
+                table.add_row(f"active {kind}", str(n))
+        else:
+            table.add_row(key, str(value))
+    console.print(table)
+
+
+@app.command("restore")
+def restore(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT) -> None:
+    """Bring an archived or merged memory back into recall."""
+    from chalicelib.memory import archive
+
+    try:
+        with deps.connect() as conn:
+            archive.restore(conn, _tenant(tenant), memory_id, actor="cli")
+    except EngramError as exc:
+        _fail(exc)
+    console.print(f"restored {memory_id}")
+
+
+@app.command("audit")
+def audit_log(limit: int = typer.Option(50, min=1, max=100), event: str | None = typer.Option(None),
+              user: str | None = USER, tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """The tenant's memory lifecycle audit, newest first (ids and counts, never text)."""
+    from chalicelib.api import objects
+    from chalicelib.memory import audit
+
+    with deps.connect() as conn:
+        rows, _ = audit.list_page(conn, _tenant(tenant), limit=limit, event=event, user_id=user)
+    data = [objects.memory_audit_entry(r) for r in rows]
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"memory audit of tenant {_tenant(tenant)!r}")
+    for column in ("when", "event", "entity", "scope", "actor", "details"):
+        table.add_column(column, overflow="fold")
+    for e in data:
+        scope = " ".join(f"{k[0]}={e[k]}" for k in ("user_id", "agent_id", "run_id") if e.get(k))
+        table.add_row(_when(e["created_at"]), e["event"], e["entity_id"] or e["entity_type"], escape(scope),
+                      e["actor"], escape(json.dumps(e["details"])))
+    console.print(table)

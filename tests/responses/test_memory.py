@@ -1,0 +1,296 @@
+"""Memory around responses over real HTTP: recall before the model answers (visible as a memory_search_call item),
+remember after (one background job: the exchange stored and facts extracted), graceful degradation, agent
+profiles and tenant defaults. The scripted fake chat server answers both the conversation and the memory model.
+
+The SDK clients here are not strict: ``memory_search_call`` is an Engram output item the SDK's union does not
+list (its lenient parsing keeps it as a plain object)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from chalicelib import deps
+from chalicelib.memory import add_jobs
+from chalicelib.store.db import connect, tenant_connection
+from tests.fakes.chat_server import text
+
+MEMORY_MODEL = "fake-memory-model"
+
+
+@pytest.fixture(scope="module")
+def lenient(server, make_key):
+    """``lenient(tenant)`` → a non-strict SDK client and an httpx client for the tenant."""
+
+    def make(tenant: str) -> tuple[openai.OpenAI, httpx.Client]:
+        key = make_key(tenant)
+        return (openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60),
+                httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60))
+
+    return make
+
+
+def _remember(http: httpx.Client, user: str, *texts: str) -> None:
+    response = http.post("/memories", json={"messages": [{"role": "user", "content": t} for t in texts],
+                                            "user_id": user, "infer": False})
+    assert response.status_code == 200, response.text
+
+
+def _system(request: dict) -> str:
+    first = request["messages"][0]
+    return first["content"] if first["role"] == "system" else ""
+
+
+def _wait_job(http: httpx.Client, job_id: str) -> dict:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        job = http.get(f"/memories/jobs/{job_id}").json()
+        if job["status"] in ("completed", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def _extraction_responder(facts: list[str]):
+    def respond(body: dict):
+        if "memory extraction system" in _system(body):
+            return text(json.dumps({"facts": [{"fact": f, "confidence": 0.9} for f in facts]}))
+        return None
+    return respond
+
+
+def test_recall_puts_memories_in_the_instructions_and_shows_them(lenient, fake):
+    client, http = lenient("recall")
+    _remember(http, "ada", "Ada likes green tea", "Ada's cat is called Pixel", "Ada works on compilers")
+    fake.push(text("Green tea."))
+    r = client.responses.create(model="fake-model", input="What does Ada like to drink?", instructions="Be terse.",
+                                include=["memory_search_call.results"],
+                                extra_body={"memory": {"user_id": "ada", "remember": False, "score_threshold": 0.0}})
+    assert r.status == "completed" and r.output_text == "Green tea."
+    item = r.output[0].model_dump()
+    assert item["type"] == "memory_search_call" and item["status"] == "completed" and item["user_id"] == "ada"
+    texts = [x["text"] for x in item["results"]]
+    assert texts[0] == "Ada likes green tea" and len(texts) == 3
+    system = _system(fake.requests[0])
+    assert system.startswith("Be terse.") and "<memory>" in system and "- (" in system
+    assert "Ada likes green tea" in system and system.index("<memory>") < system.index("</memory>")
+    assert r.usage.model_dump()["memory"]["embedding_tokens"] > 0
+    hidden = client.responses.retrieve(r.id)
+    assert hidden.output[0].model_dump()["results"] is None
+    shown = client.responses.retrieve(r.id, include=["memory_search_call.results"])
+    assert len(shown.output[0].model_dump()["results"]) == 3
+
+
+def test_recall_is_scoped_to_the_user(lenient, fake):
+    client, http = lenient("recall-scope")
+    _remember(http, "bob", "Bob's bank PIN hint is 'blue whale'")
+    fake.push(text("I don't know."))
+    r = client.responses.create(model="fake-model", input="What is my PIN hint?", user="carol",
+                                include=["memory_search_call.results"],
+                                extra_body={"memory": {"remember": False, "score_threshold": 0.0}})
+    item = r.output[0].model_dump()
+    assert item["user_id"] == "carol" and item["results"] == []
+    assert "blue whale" not in json.dumps(fake.requests[0])
+
+
+def test_remember_stores_the_exchange_and_extracts_once(lenient, fake, configure):
+    configure(memory_model=MEMORY_MODEL)
+    client, http = lenient("remember")
+    fake.responder = _extraction_responder(["Dana is allergic to peanuts"])
+    fake.push(text("Noted: no peanuts."))
+    r = client.responses.create(model="fake-model", input="I'm allergic to peanuts.",
+                                extra_body={"memory": {"user_id": "dana"}})
+    assert r.status == "completed"
+    job_id = r.output[0].model_dump()["memory_job_id"]
+    job = _wait_job(http, job_id)
+    assert job["status"] == "completed" and job["usage"]["model_calls"] == 1, job["last_error"]
+    extractions = [q for q in fake.requests if "memory extraction system" in _system(q)]
+    assert len(extractions) == 1 and "peanuts" in extractions[0]["messages"][-1]["content"]
+    memories = http.get("/memories", params={"user_id": "dana"}).json()["data"]
+    assert [m["memory"] for m in memories] == ["Dana is allergic to peanuts"]
+    assert memories[0]["source"] == {"kind": "response", "id": r.id}
+    # a redelivered job extracts nothing twice
+    with tenant_connection(deps.current_settings(), "remember") as conn:
+        assert add_jobs.run(conn, deps.current_settings(), "remember", job_id,
+                            embedder=deps.embedder()) == "duplicate"
+    assert len(http.get("/memories", params={"user_id": "dana"}).json()["data"]) == 1
+    # the next turn recalls the memory and the earlier exchange
+    fake.responder = None
+    fake.push(text("Avoid peanuts."))
+    nxt = client.responses.create(model="fake-model", input="Any allergies I should remember? peanuts",
+                                  previous_response_id=r.id, include=["memory_search_call.results"],
+                                  extra_body={"memory": {"user_id": "dana", "remember": False,
+                                                         "score_threshold": 0.0, "exchange_threshold": 0.0}})
+    kinds = {x["type"] for x in nxt.output[0].model_dump()["results"]}
+    assert kinds == {"memory", "exchange"}
+    with connect(deps.current_settings()) as conn:
+        thread = conn.execute("SELECT thread_id, response_id FROM exchanges WHERE tenant_id = 'remember'").fetchall()
+    assert thread == [(r.id, r.id)]
+    fake.responder = None
+
+
+def test_remember_without_a_memory_model_keeps_the_exchange_only(lenient, fake):
+    client, http = lenient("exchange-only")
+    fake.push(text("Paris is lovely in May."))
+    r = client.responses.create(model="fake-model", input="Planning a trip to Paris in May",
+                                extra_body={"memory": {"user_id": "eve", "recall": False}})
+    assert r.output[0].model_dump()["type"] != "memory_search_call"  # no recall: no item
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with connect(deps.current_settings()) as conn:
+            rows = conn.execute("SELECT user_prompt, assistant_response FROM exchanges "
+                                "WHERE tenant_id = 'exchange-only'").fetchall()
+        if rows:
+            break
+        time.sleep(0.05)
+    assert rows == [("Planning a trip to Paris in May", "Paris is lovely in May.")]
+    assert http.get("/memories", params={"user_id": "eve"}).json()["data"] == []
+    assert len(fake.requests) == 1
+
+
+def test_memory_failures_never_fail_the_response(lenient, fake, configure):
+    client, http = lenient("degrade")
+
+    class Broken:
+        model, dimension, max_input_tokens = "hashing-384", 384, 512
+        tokenizer = deps.embedder().tokenizer
+
+        def embed(self, texts):
+            raise RuntimeError("embedding service down")
+
+    good = deps.embedder()
+    deps.set_embedder(Broken())
+    try:
+        fake.push(text("Still here."))
+        r = client.responses.create(model="fake-model", input="Hello?", include=["memory_search_call.results"],
+                                    extra_body={"memory": {"user_id": "fay", "remember": False}})
+    finally:
+        deps.set_embedder(good)
+    assert r.status == "completed" and r.output_text == "Still here."
+    assert r.output[0].model_dump()["status"] == "failed"
+    assert "<memory>" not in json.dumps(fake.requests[0])
+
+    class NoQueue:
+        durable = True
+
+        def send(self, messages):
+            raise RuntimeError("queue down")
+
+    deps.set_dispatcher(NoQueue())
+    try:
+        fake.push(text("Answered anyway."))
+        r = client.responses.create(model="fake-model", input="Remember this please",
+                                    extra_body={"memory": {"user_id": "fay"}})
+    finally:
+        deps.set_dispatcher(None)
+    assert r.status == "completed" and r.output[0].model_dump()["memory_job_id"] is None
+
+    configure(memory_model=MEMORY_MODEL)
+    fake.responder = lambda body: text("not json") if "memory extraction system" in _system(body) else None
+    fake.push(text("Fine."))
+    r = client.responses.create(model="fake-model", input="I moved to Oslo", extra_body={"memory": {"user_id": "fay"}})
+    assert r.status == "completed"
+    job = _wait_job(http, r.output[0].model_dump()["memory_job_id"])
+    fake.responder = None
+    assert job["status"] == "failed" and job["last_error"]["code"] == "memory_model_output_invalid"
+
+
+def test_memory_needs_a_scope_and_can_be_turned_off(lenient, fake):
+    client, _ = lenient("scope-needed")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="fake-model", input="hi", extra_body={"memory": {"recall": True}})
+    assert caught.value.body["param"] == "memory.user_id"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="fake-model", input="hi", extra_body={"memory": {"user_id": "x", "top_k": 0}})
+    assert caught.value.body["param"] == "memory.top_k"
+    fake.push(text("plain"))
+    r = client.responses.create(model="fake-model", input="hi", user="u", extra_body={"memory": False})
+    assert r.output[0].type == "message"
+
+
+def test_agent_profile_defaults_apply_and_the_request_wins(lenient, fake):
+    client, http = lenient("agents")
+    created = http.post("/agents", json={"name": "Support", "model": "fake-model",
+                                         "instructions": "You are the support bot.",
+                                         "memory": {"recall": True, "remember": False, "score_threshold": 0.0},
+                                         "metadata": {"team": "support"}})
+    assert created.status_code == 200, created.text
+    agent = created.json()
+    assert agent["id"].startswith("agent_") and agent["object"] == "agent"
+    http.post("/memories", json={"messages": "The customer uses plan Pro", "agent_id": agent["id"],
+                                 "user_id": "cust", "infer": False})
+    fake.push(text("You are on Pro."))
+    r = client.responses.create(model="fake-model", input="Which plan am I on?", user="cust",
+                                include=["memory_search_call.results"], extra_body={"agent": agent["id"]})
+    system = _system(fake.requests[-1])
+    assert system.startswith("You are the support bot.") and "plan Pro" in system
+    item = r.output[0].model_dump()
+    assert item["agent_id"] == agent["id"] and item["user_id"] == "cust"
+    fake.push(text("ok"))
+    client.responses.create(model="fake-model", input="hi", instructions="Override.",
+                            extra_body={"agent": agent["id"], "memory": False})
+    assert _system(fake.requests[-1]) == "Override."
+    listed = http.get("/agents").json()
+    assert [a["id"] for a in listed["data"]] == [agent["id"]]
+    updated = http.post(f"/agents/{agent['id']}", json={"instructions": None}).json()
+    assert updated["instructions"] is None and updated["name"] == "Support"
+    bad = http.post("/agents", json={"tools": [{"type": "web_search"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools.0.type"
+    assert http.post("/agents", json={"memory": {"bogus": 1}}).status_code == 400
+    other_client, other = lenient("agents-b")
+    assert other.get(f"/agents/{agent['id']}").status_code == 404
+    assert other.post(f"/agents/{agent['id']}", json={"name": "x"}).status_code == 404
+    assert other.delete(f"/agents/{agent['id']}").status_code == 404
+    with pytest.raises(openai.NotFoundError):
+        other_client.responses.create(model="fake-model", input="hi", extra_body={"agent": agent["id"]})
+    assert http.delete(f"/agents/{agent['id']}").json() == {"id": agent["id"], "object": "agent.deleted",
+                                                             "deleted": True}
+
+
+def test_tenant_defaults_turn_memory_on(lenient, fake, api_settings):
+    from chalicelib.store import tenants
+
+    client, http = lenient("defaults")
+    with connect(api_settings) as conn:
+        tenants.set_memory_defaults(conn, "defaults", {"remember": False, "score_threshold": 0.0})
+    _remember(http, "gus", "Gus prefers metric units")
+    fake.push(text("Metric."))
+    r = client.responses.create(model="fake-model", input="Which units do I prefer?", user="gus")
+    assert r.output[0].model_dump()["type"] == "memory_search_call"
+    assert "metric units" in _system(fake.requests[-1])
+
+
+def test_streaming_with_memory_shows_the_item_first(lenient, fake):
+    client, http = lenient("stream")
+    _remember(http, "hal", "Hal's favourite colour is teal")
+    fake.push(text("Teal, of course."))
+    events = list(client.responses.create(model="fake-model", input="favourite colour?", stream=True,
+                                          extra_body={"memory": {"user_id": "hal", "remember": False,
+                                                                 "score_threshold": 0.0}}))
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert added[0].item.type == "memory_search_call" and added[0].output_index == 0
+    assert added[1].item.type == "message" and added[1].output_index == 1
+    assert events[-1].type == "response.completed"
+    assert "teal" in _system(fake.requests[-1])
+
+
+def test_a_conversation_is_the_thread_of_its_exchanges(lenient, fake):
+    client, http = lenient("conversation-memory")
+    conversation = client.conversations.create()
+    for question, answer in (("I am planning a garden", "Lovely."), ("Tomatoes or peppers?", "Tomatoes.")):
+        fake.push(text(answer))
+        r = client.responses.create(model="fake-model", input=question, conversation=conversation.id,
+                                    extra_body={"memory": {"user_id": "gia", "recall": False}})
+        assert r.status == "completed"
+    deadline = time.monotonic() + 30
+    rows: list = []
+    while time.monotonic() < deadline and len(rows) < 2:
+        with connect(deps.current_settings()) as conn:
+            rows = conn.execute("SELECT thread_id, continuation_seq FROM exchanges WHERE tenant_id = "
+                                "'conversation-memory' ORDER BY seq").fetchall()
+        time.sleep(0.05)
+    assert rows == [(conversation.id, 0), (conversation.id, 0)]
