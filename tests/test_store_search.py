@@ -325,3 +325,58 @@ def test_hnsw_indexes_are_halfvec_and_old_vector_ones_are_converted(conn, settin
     options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = %s", (name,)).fetchone()[0]
     assert sorted(options) == ["ef_construction=40", "m=8"]
     assert nearest() == on_halfvec
+
+
+def test_a_database_migrated_past_0011_without_it_gets_it(database_url, settings, hashing_embedder, monkeypatch):
+    """A database migrated by a build without migration 0011 (every other version applied, up to the newest) gets
+    it on the next start: versions are applied by name, not by the highest one. Its vector HNSW index becomes
+    halfvec, and the new top-k reads the postings the older triggers wrote, equal to the exhaustive scorer."""
+    import uuid
+
+    import psycopg
+
+    from chalicelib.search import keyword
+    from chalicelib.store.db import connect
+    from chalicelib.store.migrate import migrate, migration_files
+    from chalicelib.store.vector_stores import hnsw_index, hnsw_index_name
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = psycopg.conninfo.make_conninfo(database_url, dbname=name)
+    versions = [version for version, _ in migration_files()]
+    assert "0011_search_at_scale" in versions and versions[-1] > "0011_search_at_scale"
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL "
+                      "DEFAULT now())")
+        for version, text in migration_files():
+            if version != "0011_search_at_scale":
+                owner.execute(text)
+                owner.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+    old = dataclasses.replace(settings, database_url=url, auto_migrate=False)
+    conn = connect(old)
+    try:
+        store = _store(conn, "t11", "old", hashing_embedder)
+        lines = "\n\n".join(f"Note {i} on subject {i % 13} with marker m{i % 29} and word{i % 7}." for i in range(400))
+        ingest_bytes(conn, old, "t11", store, filename="notes.txt", data=lines.encode(), embedder=hashing_embedder,
+                     chunking_strategy={"type": "static",
+                                        "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+        index = hnsw_index_name(384)
+        conn.execute(f"DROP INDEX {index}")
+        conn.execute(f"CREATE INDEX {index} ON chunks USING hnsw ((embedding::vector(384)) vector_cosine_ops) "
+                     "WHERE embedding_dim = 384")
+        assert hnsw_index(conn, 384).kind == "vector"
+
+        assert migrate(conn) == ["0011_search_at_scale"]
+        assert migrate(conn) == []
+        assert hnsw_index(conn, 384).kind == "halfvec"
+        store = vector_stores.get(conn, "t11", store.id)
+        scope = store_scope("t11", [store.id], store.chunk_count)
+        for query in ("subject 7 marker", "word3 m11", "note"):
+            monkeypatch.setattr(keyword, "EXHAUSTIVE_MAX_ROWS", 10**9)
+            exhaustive = keyword_search(conn, CHUNKS, scope, query, 10, where=None)
+            monkeypatch.setattr(keyword, "EXHAUSTIVE_MAX_ROWS", 0)
+            top_k = keyword_search(conn, CHUNKS, scope, query, 10, where=None)
+            assert exhaustive and [i for i, _ in top_k] == [i for i, _ in exhaustive], query
+    finally:
+        conn.close()
