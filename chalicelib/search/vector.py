@@ -112,6 +112,20 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
 
 
+def distances(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float],
+              ids: Sequence[int]) -> dict[int, float]:
+    """The cosine distance (in [0, 2]) between ``query_vector`` and each of the scope's rows ``ids``: ``{row id:
+    distance}``, one statement over those rows only (rows outside the scope or of another dimension are left
+    out)."""
+    if not ids:
+        return {}
+    clause, params = _scope_sql(scope, None)
+    statement = sql.SQL("SELECT {id}, embedding <=> %(q)s::vector FROM {table} WHERE {where} AND {id} = ANY(%(ids)s)"
+                        ).format(id=scope.corpus.row_id(), table=scope.corpus.identifier(), where=clause)
+    params.update(q=_as_list(query_vector), ids=list(ids))
+    return {int(i): float(d) for i, d in conn.execute(statement, params).fetchall()}
+
+
 def _as_list(vector: Sequence[float]) -> Any:
     """pgvector's ``Vector`` for a query vector (list, tuple, numpy array or ``Vector``): dumpable without numpy,
     which the Lambda packages leave out (50 MB)."""
