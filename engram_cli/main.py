@@ -52,7 +52,7 @@ def _everywhere(ctx: typer.Context,
                    overlap_tokens=None, force=False, as_json=False)
     elif query_vector_store is not None:
         ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
-                   as_json=False)
+                   threshold=0.0, as_json=False)
     elif vector_store_stats:
         ctx.invoke(stats, as_json=False)
     else:
@@ -250,7 +250,7 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
         console.print(f"{len(names)} files: {counts['completed']} completed, {counts['failed']} failed, "
                       f"{len(names) - counts['completed'] - counts['failed']} unfinished")
         for query in service.DEMO_QUERIES:
-            search(query, store=store, k=3, filter_json=None, mode="hybrid", as_json=False)
+            search(query, store=store, k=3, filter_json=None, mode="hybrid", threshold=0.0, as_json=False)
         if serve_api:
             with deps.connect() as conn:
                 _, secret = api_keys.create_key(conn, config.tenant, "demo")
