@@ -1,14 +1,25 @@
-"""BEIR-format retrieval quality through Engram's real ingest and search code.
+"""BEIR-format retrieval quality and score semantics through Engram's real ingest and search code.
 
 Reads ``corpus.jsonl``, ``queries.jsonl`` and ``qrels_test.tsv``; ingests every document as a ``<doc id>.txt`` file
 (title, blank line, text) into one vector store; runs every judged test query vector-only, keyword-only and
 hybrid; a document's rank is that of its best chunk. Prints nDCG@10 (linear gain, as pytrec_eval's ``ndcg_cut_10``
-used by BEIR) and Recall@100, then one JSON line.
+used by BEIR) and Recall@100 per mode.
+
+Scores (README, "Scores"): per mode it also runs every test query with ``score_threshold`` 0.5 (nDCG@10 with the
+threshold ÷ without it: the share of quality the threshold keeps) and :data:`NONSENSE_QUERIES` nonsense queries
+(random dictionary words, ``benchmarks/nonsense.py``, seed :data:`TEST_SEED`) with threshold 0.5 and the API's
+default ``max_num_results`` (the share that returns nothing), then a table of both at other thresholds, computed by
+filtering the unthresholded results. One JSON line ends the output.
+
+``--fit`` instead fits the relevance calibration (``chalicelib/search/relevance.py``) for the configured embedder on
+1,000 nonsense queries of another seed (``FIT_SEED``) and prints the constants; no real query is used.
 
 Embeddings go through the content-hash cache, so a second run embeds nothing. The embedding model is the
-configured one (default: the offline all-MiniLM-L6-v2).
+configured one (default: the offline all-MiniLM-L6-v2); ``--embedder hashing`` uses the hashing test embedder (its
+own store), which is how that embedder's calibration entry was fitted.
 
     ./dev python benchmarks/retrieval.py ../shared/data/beir/nfcorpus
+    ./dev python benchmarks/retrieval.py ../shared/data/beir/nfcorpus --fit
 """
 
 from __future__ import annotations
@@ -18,23 +29,52 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from common import SHARED_DATA, bench_settings
+from common import SHARED_DATA, bench_settings, percentile
+from nonsense import default_vocab, dictionary, nonsense_queries, split_dictionary, without_stop_words
 
 from chalicelib.embed import build_embedder
+from chalicelib.embed.base import Embedder
+from chalicelib.embed.hashing import HashingEmbedder
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.engine import embed_with_cache
 from chalicelib.ingest.pipeline import ingest_bytes
-from chalicelib.search.service import RankingOptions, search
+from chalicelib.search import relevance
+from chalicelib.search.corpus import CHUNKS, store_scope
+from chalicelib.search.ranking import rank
+from chalicelib.search.relevance import FIT_QUANTILE, FIT_SEED, MEDIAN_RELEVANCE, Weights
+from chalicelib.search.service import MIN_CANDIDATES, RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import connect
+from chalicelib.store.vector_stores import VectorStore
 
 MODES = {"vector": RankingOptions(text_weight=0.0), "keyword": RankingOptions(embedding_weight=0.0),
          "hybrid": RankingOptions()}
 TENANT = "bench"
 WARM_BATCH = 256  # chunk texts per embedding call while warming the cache
+THRESHOLD = 0.5  # the threshold the acceptance figures use
+TABLE_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
+TEST_SEED = 1502  # nonsense queries of the report (the fit uses relevance.FIT_SEED)
+NONSENSE_QUERIES = 500
+FIT_QUERIES = 1000
+DEPTH_LIMIT = 300  # results per real query (nDCG@10 and Recall@100 need the top 100 documents)
+
+
+@dataclass
+class Bench:
+    """What every step needs: a connection, settings, the embedder, the store and the data."""
+
+    conn: Any
+    settings: Any
+    embedder: Embedder
+    store: VectorStore
+    corpus: dict[str, str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
 
 
 def load(folder: Path):
@@ -69,31 +109,27 @@ def recall_at(ranked: list[str], rels: dict[str, int], k: int = 100) -> float:
     return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=SHARED_DATA / "beir" / "nfcorpus")
-    parser.add_argument("--store", default=None, help="vector store name (default beir-<folder name>)")
-    parser.add_argument("--max-docs", type=int, default=None, help="only the first N documents (smoke runs)")
-    parser.add_argument("--max-queries", type=int, default=None)
-    args = parser.parse_args()
+def prepare(args: argparse.Namespace) -> Bench:
+    """Load the data set and make sure the store holds it (embedding through the cache, then the normal ingest)."""
     settings = bench_settings()
     corpus, queries, qrels = load(args.folder)
     if args.max_docs:
         corpus = dict(list(corpus.items())[: args.max_docs])
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
-    embedder = build_embedder(settings)
-    store_name = args.store or f"beir-{args.folder.name}"
+    embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else build_embedder(settings)
+    suffix = "-hashing" if args.embedder == "hashing" else ""
+    store_name = args.store or f"beir-{args.folder.name}{suffix}"
     conn = connect(settings)
     store = vector_stores.find_or_create(conn, TENANT, store_name, model=embedder.model, dim=embedder.dimension)
     strategy = resolve_chunking_strategy(None, embedder_max_tokens=embedder.max_input_tokens)
     print(f"corpus {len(corpus)} docs, {len(queries)} queries; embedder {embedder.model}; chunking "
           f"{strategy.max_chunk_size_tokens}/{strategy.chunk_overlap_tokens} tokens; store {store.id}", flush=True)
 
-    # 1. Warm the embedding cache in large batches (the model is far faster batched), then ingest every document
-    #    through the normal path, which finds every vector in the cache.
+    # Warm the embedding cache in large batches (the model is far faster batched), then ingest every document
+    # through the normal path, which finds every vector in the cache (unchanged files are skipped).
     started = time.perf_counter()
-    texts = []
+    texts: list[str] = []
     for text in corpus.values():
         texts.extend(c.text for c in chunk_document(ParsedDocument(text), strategy, embedder.tokenizer))
     computed = 0
@@ -107,36 +143,138 @@ def main() -> int:
     started = time.perf_counter()
     statuses: dict[str, int] = {}
     for doc_id, text in corpus.items():
-        result = ingest_bytes(conn, settings, TENANT, store, filename=f"{doc_id}.txt", data=text.encode("utf-8"), embedder=embedder)
+        result = ingest_bytes(conn, settings, TENANT, store, filename=f"{doc_id}.txt", data=text.encode("utf-8"),
+                              embedder=embedder)
         statuses[result.status] = statuses.get(result.status, 0) + 1
     ingest_s = time.perf_counter() - started
     store = vector_stores.get(conn, TENANT, store.id)
     print(f"chunks {len(texts)} ({computed} embedded now, {embed_s:.0f}s); ingest {ingest_s:.0f}s {statuses}; "
           f"store holds {store.chunk_count} chunks", flush=True)
+    return Bench(conn, settings, embedder, store, corpus, queries, qrels)
 
-    # 2. Evaluate each mode.
+
+def nonsense(bench: Bench, count: int, seed: int) -> list[str]:
+    """``count`` nonsense queries for the bench's corpus (``benchmarks/nonsense.py``)."""
+    words = without_stop_words(bench.conn, dictionary(default_vocab()))
+    inside, outside = split_dictionary(words, bench.corpus.values())
+    return nonsense_queries(inside, outside, count, seed)
+
+
+def documents(hits) -> list[tuple[str, float]]:
+    """``(doc id, score)`` per document, at its best chunk's position."""
+    seen: dict[str, float] = {}
+    for hit in hits:
+        seen.setdefault(hit.filename.removesuffix(".txt"), hit.score)
+    return list(seen.items())
+
+
+def evaluate(bench: Bench, mode: str, ranking: RankingOptions, junk: list[str]) -> dict[str, Any]:
+    """nDCG@10 / Recall@100 of ``mode``, and what ``score_threshold`` does to real and nonsense queries."""
+    def run(text: str, options: RankingOptions, limit: int):
+        return search(bench.conn, TENANT, [bench.store], text, embedder=bench.embedder, settings=bench.settings,
+                      limit=limit, ranking=options, max_results=1000)
+
+    thresholded = RankingOptions(ranking.ranker, THRESHOLD, ranking.embedding_weight, ranking.text_weight)
+    started = time.perf_counter()
+    real = {qid: documents(run(text, ranking, DEPTH_LIMIT)) for qid, text in bench.queries.items()}
+    ms_per_query = 1000 * (time.perf_counter() - started) / len(bench.queries)
+    real_cut = {qid: documents(run(text, thresholded, DEPTH_LIMIT)) for qid, text in bench.queries.items()}
+    junk_full = [documents(run(text, ranking, DEPTH_LIMIT)) for text in junk]
+    junk_cut = [run(text, thresholded, 10) for text in junk]
+
+    def ndcg(lists: dict[str, list[tuple[str, float]]], threshold: float = 0.0) -> float:
+        return sum(ndcg_at([d for d, s in lists[q] if s >= threshold], bench.qrels[q]) for q in lists) / len(lists)
+
+    base = ndcg(real)
+    table = {}
+    for t in TABLE_THRESHOLDS:  # by filtering the unthresholded top DEPTH_LIMIT
+        table[str(t)] = {"nonsense_empty": round(sum(1 for j in junk_full if not any(s >= t for _, s in j))
+                                                 / len(junk), 4),
+                         "ndcg_retention": round(ndcg(real, t) / base, 4) if base else None}
+    scores = [s for lists in real.values() for _, s in lists[:10]]
+    top_junk = [j[0][1] for j in junk_full if j]
+    return {"ndcg@10": round(base, 4),
+            "recall@100": round(sum(recall_at([d for d, _ in real[q]], bench.qrels[q]) for q in real) / len(real), 4),
+            "ms_per_query": round(ms_per_query, 1),
+            "ndcg@10_at_0.5": round(ndcg(real_cut), 4),
+            "ndcg_retention_at_0.5": round(ndcg(real_cut) / base, 4) if base else None,
+            "nonsense_empty_at_0.5": round(sum(1 for hits in junk_cut if not hits) / len(junk), 4),
+            "real_top10_score_p50": round(percentile(scores, 50), 3),
+            "nonsense_top_score_p50": round(percentile(top_junk, 50), 3),
+            "nonsense_top_score_p95": round(percentile(top_junk, 95), 3),
+            "by_threshold": table}
+
+
+def fit(bench: Bench) -> dict[str, Any]:
+    """Fit the relevance calibration (``chalicelib/search/relevance.py``) on nonsense queries of ``FIT_SEED``."""
+    scope = store_scope(TENANT, [bench.store.id], bench.store.chunk_count)
+    best_cos, best_kw, candidates = [], [], []
+    started = time.perf_counter()
+    for text in nonsense(bench, FIT_QUERIES, FIT_SEED):
+        ranked = rank(bench.conn, CHUNKS, scope, [text], embedder=bench.embedder, settings=bench.settings,
+                      depth=MIN_CANDIDATES, where=None, indexed_rows=bench.store.chunk_count, weights=Weights())
+        evidence = [(r.similarity or 0.0, r.keyword or 0.0) for r in ranked]
+        best_cos.append(max((c for c, _ in evidence), default=0.0))
+        best_kw.append(max((k for _, k in evidence), default=0.0))
+        candidates.append(evidence)
+    spread = math.log((1 - MEDIAN_RELEVANCE) / MEDIAN_RELEVANCE)
+    cosine = relevance.LegCalibration(nearest_rank(best_cos, FIT_QUANTILE),
+                                      (nearest_rank(best_cos, FIT_QUANTILE) - nearest_rank(best_cos, 0.5)) / spread)
+    keyword = relevance.LegCalibration(nearest_rank(best_kw, FIT_QUANTILE),
+                                       (nearest_rank(best_kw, FIT_QUANTILE) - nearest_rank(best_kw, 0.5)) / spread)
+    pooled = [max(((cosine.logit(c) + keyword.logit(k)) / 2 for c, k in evidence), default=-math.inf)
+              for evidence in candidates]
+    beta = -nearest_rank(pooled, FIT_QUANTILE)
+    # β for the keyword constants in force (relevance.KEYWORD, fitted with the bundled model): what another
+    # embedder's entry needs, as the keyword constants are shared.
+    shared = [max(((cosine.logit(c) + relevance.KEYWORD.logit(k)) / 2 for c, k in evidence), default=-math.inf)
+              for evidence in candidates]
+    return {"benchmark": "relevance-fit", "model": bench.embedder.model, "queries": FIT_QUERIES, "seed": FIT_SEED,
+            "quantile": FIT_QUANTILE, "seconds": round(time.perf_counter() - started),
+            "cosine": {"midpoint": round(cosine.midpoint, 4), "scale": round(cosine.scale, 4),
+                       "median": round(nearest_rank(best_cos, 0.5), 4)},
+            "keyword": {"midpoint": round(keyword.midpoint, 4), "scale": round(keyword.scale, 4),
+                        "median": round(nearest_rank(best_kw, 0.5), 4)},
+            "beta": round(beta, 4), "beta_with_shared_keyword": round(-nearest_rank(shared, FIT_QUANTILE), 4)}
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0–1) by the nearest-rank method: the ⌈q·n⌉-th smallest value."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=SHARED_DATA / "beir" / "nfcorpus")
+    parser.add_argument("--store", default=None, help="vector store name (default beir-<folder name>)")
+    parser.add_argument("--embedder", choices=("configured", "hashing"), default="configured")
+    parser.add_argument("--fit", action="store_true", help="fit the relevance calibration and print it")
+    parser.add_argument("--max-docs", type=int, default=None, help="only the first N documents (smoke runs)")
+    parser.add_argument("--max-queries", type=int, default=None)
+    parser.add_argument("--nonsense", type=int, default=NONSENSE_QUERIES, help="nonsense queries in the report")
+    args = parser.parse_args()
+    bench = prepare(args)
+    if args.fit:
+        print(json.dumps(fit(bench)))
+        return 0
+    junk = nonsense(bench, args.nonsense, TEST_SEED)
     results = {}
     for mode, ranking in MODES.items():
-        started = time.perf_counter()
-        ndcgs, recalls = [], []
-        for qid, text in queries.items():
-            hits = search(conn, TENANT, [store], text, embedder=embedder, settings=settings, limit=300,
-                          ranking=ranking, max_results=1000)
-            ranked: list[str] = []
-            for hit in hits:
-                doc = hit.filename.removesuffix(".txt")
-                if doc not in ranked:
-                    ranked.append(doc)
-            ndcgs.append(ndcg_at(ranked, qrels[qid]))
-            recalls.append(recall_at(ranked, qrels[qid]))
-        elapsed = time.perf_counter() - started
-        results[mode] = {"ndcg@10": round(sum(ndcgs) / len(ndcgs), 4), "recall@100": round(sum(recalls) / len(recalls), 4),
-                         "ms_per_query": round(1000 * elapsed / len(queries), 1)}
-        print(f"{mode:8s} nDCG@10 {results[mode]['ndcg@10']:.4f}  Recall@100 {results[mode]['recall@100']:.4f}  "
-              f"({results[mode]['ms_per_query']} ms/query)", flush=True)
-    print(json.dumps({"benchmark": "retrieval", "dataset": args.folder.name, "docs": len(corpus),
-                      "queries": len(queries), "chunks": store.chunk_count, "model": embedder.model,
-                      "chunking": [strategy.max_chunk_size_tokens, strategy.chunk_overlap_tokens], **results}))
+        r = results[mode] = evaluate(bench, mode, ranking, junk)
+        print(f"{mode:8s} nDCG@10 {r['ndcg@10']:.4f}  Recall@100 {r['recall@100']:.4f}  ({r['ms_per_query']} ms/query)"
+              f"  | threshold 0.5: nDCG@10 {r['ndcg@10_at_0.5']:.4f} (kept {r['ndcg_retention_at_0.5']:.1%}), "
+              f"nonsense empty {r['nonsense_empty_at_0.5']:.1%}  | top score p50: real top-10 "
+              f"{r['real_top10_score_p50']}, nonsense {r['nonsense_top_score_p50']} (p95 "
+              f"{r['nonsense_top_score_p95']})", flush=True)
+    print("threshold  " + "  ".join(f"{m}: empty / kept" for m in MODES))
+    for t in TABLE_THRESHOLDS:
+        cells = [f"{results[m]['by_threshold'][str(t)]['nonsense_empty']:.1%} / "
+                 f"{results[m]['by_threshold'][str(t)]['ndcg_retention']:.1%}" for m in MODES]
+        print(f"{t:9.1f}  " + "  ".join(f"{c:>20s}" for c in cells))
+    print(json.dumps({"benchmark": "retrieval", "dataset": args.folder.name, "docs": len(bench.corpus),
+                      "queries": len(bench.queries), "nonsense_queries": len(junk), "nonsense_seed": TEST_SEED,
+                      "chunks": bench.store.chunk_count, "model": bench.embedder.model, **results}))
     return 0
 
 

@@ -61,18 +61,26 @@ def ingest_path(conn: psycopg.Connection, store: vector_stores.VectorStore, path
                         embedder=deps.embedder(), chunking_strategy=strategy, skip_unchanged=not force)
 
 
-def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters: Any, mode: str) -> list[SearchHit]:
-    """Hybrid (or vector-only / keyword-only) search of one store: the tenant's (by name or id) or a shared one
-    (by id)."""
+def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters: Any, mode: str,
+           threshold: float = 0.0) -> list[SearchHit]:
+    """Hybrid (or vector-only / keyword-only) search of one store — the tenant's (by name or id) or a shared one (by
+    id); only hits whose relevance reaches ``threshold``.
+
+    Raises:
+        InvalidRequestError: unknown ``mode``, ``threshold`` outside [0, 1], or what the search itself rejects.
+    """
     from chalicelib.errors import InvalidRequestError
 
     if mode not in _MODES:
         raise InvalidRequestError(f"mode must be one of {', '.join(_MODES)}.", param="mode")
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidRequestError("threshold must be between 0 and 1.", param="threshold")
     embedding_weight, text_weight = _MODES[mode]
     target = _existing_store(conn, store, shared=True)
     return run_search(conn, settings().tenant, [target], query, embedder=deps.embedder(), settings=settings(),
                       limit=k, filters=filters, max_results=MAX_RESULTS_API,
-                      ranking=RankingOptions(embedding_weight=embedding_weight, text_weight=text_weight))
+                      ranking=RankingOptions(score_threshold=threshold, embedding_weight=embedding_weight,
+                                             text_weight=text_weight))
 
 
 def stats(conn: psycopg.Connection) -> dict[str, Any]:

@@ -56,6 +56,11 @@ def test_ingest_real_documents_then_search_stats_delete(cli, docs_dir):
     hits = json.loads(cli("search", "Trace-based Just-in-Time Type Specialization", "--store", "docs", "-k", "3", "--json"))
     assert 1 <= len(hits) <= 3 and hits[0]["filename"] == "pdfjs_tracemonkey.pdf"
     assert {"filename", "score", "text"} <= hits[0].keys() and hits[0]["page_start"] >= 1
+    relevant = json.loads(cli("search", "Trace-based Just-in-Time Type Specialization", "--store", "docs", "--json",
+                              "--threshold", "0.5"))
+    assert relevant[0]["filename"] == "pdfjs_tracemonkey.pdf" and all(h["score"] >= 0.5 for h in relevant)
+    assert json.loads(cli("search", "zebra marmalade xylophone", "--store", "docs", "--json", "--threshold",
+                          "0.5")) == []
     filtered = json.loads(cli("search", "Hello", "--store", "docs", "--json", "--filter",
                               '{"type": "eq", "key": "missing", "value": 1}'))
     assert filtered == []
@@ -92,6 +97,10 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",
                                                "--mode", "vector", "--json", "-k", "1"], catch_exceptions=False)
         assert json.loads(vector_only.stdout)[0]["filename"] == "bm25.txt"
+        for mode in ("hybrid", "vector", "keyword"):  # relevance with the real model: random words find nothing
+            nonsense = CliRunner().invoke(app, ["search", "zebra marmalade xylophone", "--store", "demo", "--mode", mode,
+                                                "--threshold", "0.5", "--json"], catch_exceptions=False)
+            assert json.loads(nonsense.stdout) == []
     finally:
         config.settings.cache_clear()
 

@@ -47,6 +47,40 @@ def _consistent_stats(conn, store_id):
     assert stored == dict(df)
 
 
+def _reference_bm25(conn, store_id, terms, *, rows=None):
+    """Okapi BM25 (Lucene idf, k1 = 0.9, b = 0.4) of every chunk of the store (or of ``rows``, ``(id, tsvector
+    text)`` pairs) with a positive score, computed here from the stored tsvectors, and the highest score any row
+    could reach (Σ idf · (k1 + 1) over ``terms``)."""
+    if rows is None:
+        rows = conn.execute("SELECT id, keywords::text FROM chunks WHERE vector_store_id = %s",
+                            (store_id,)).fetchall()
+    tfs = {}
+    for cid, kw in rows:
+        tf = {}
+        for part in kw.split(" "):
+            lexeme, _, positions = part.partition(":")
+            tf[lexeme.strip("'")] = len(positions.split(","))
+        tfs[cid] = tf
+    n = len(tfs)
+    avgdl = sum(sum(tf.values()) for tf in tfs.values()) / n
+    expected = {}
+    best = 0.0
+    for term in terms:
+        df = sum(term in t for t in tfs.values())
+        best += math.log(1 + (n - df + 0.5) / (df + 0.5)) * (BM25_K1 + 1)
+    for cid, tf in tfs.items():
+        score = 0.0
+        for term in terms:
+            df = sum(term in t for t in tfs.values())
+            if term in tf:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                dl = sum(tf.values())
+                score += idf * tf[term] * (BM25_K1 + 1) / (tf[term] + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+        if score:
+            expected[cid] = score
+    return expected, best
+
+
 def test_ingest_search_and_reingest(conn, settings, hashing_embedder):
     store = _store(conn, "t1", "kb", hashing_embedder)
     first = ingest_bytes(conn, settings, "t1", store, filename="a.txt", data=TEXT_A, embedder=hashing_embedder)
@@ -73,7 +107,6 @@ def test_ingest_search_and_reingest(conn, settings, hashing_embedder):
     hits = search(conn, "t1", [store], "HNSW graph index", embedder=hashing_embedder, settings=settings, limit=5)
     assert hits and hits[0].filename == "a.txt" and "HNSW" in hits[0].text
     assert all(0.0 <= h.score <= 1.0 for h in hits)
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
     only = search(conn, "t1", [store], "quick brown fox", embedder=hashing_embedder, settings=settings, limit=5,
                   filters={"type": "eq", "key": "kind", "value": "animals"})
@@ -127,27 +160,7 @@ def test_bm25_matches_a_reference_implementation(conn, settings, hashing_embedde
     store = vector_stores.get(conn, "t1", store.id)
     got = dict(keyword_search(conn, CHUNKS, store_scope("t1", [store.id], store.chunk_count), "apple fig", 10,
                               where=None))
-    rows = conn.execute("SELECT id, keywords::text FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchall()
-    tfs = {}
-    for cid, kw in rows:
-        tf = {}
-        for part in kw.split(" "):
-            lexeme, _, positions = part.partition(":")
-            tf[lexeme.strip("'")] = len(positions.split(","))
-        tfs[cid] = tf
-    n = len(tfs)
-    avgdl = sum(sum(tf.values()) for tf in tfs.values()) / n
-    expected = {}
-    for cid, tf in tfs.items():
-        score = 0.0
-        for term in ("appl", "fig"):
-            df = sum(term in t for t in tfs.values())
-            if term in tf:
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                dl = sum(tf.values())
-                score += idf * tf[term] * (BM25_K1 + 1) / (tf[term] + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
-        if score:
-            expected[cid] = score
+    expected, _ = _reference_bm25(conn, store.id, ("appl", "fig"))
     assert got.keys() == expected.keys()
     for cid in expected:
         assert got[cid] == pytest.approx(expected[cid], rel=1e-9)
@@ -380,3 +393,101 @@ def test_a_database_migrated_past_0011_without_it_gets_it(database_url, settings
             assert exhaustive and [i for i, _ in top_k] == [i for i, _ in exhaustive], query
     finally:
         conn.close()
+
+
+def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings, hashing_embedder):
+    """Each leg returns only its top ``depth``; every fused candidate still gets the exact cosine and BM25 of the
+    other leg, its relevance is the documented function of them, and fusion's order is unchanged (hybrid:
+    reciprocal rank fusion of the two legs; vector-only: by cosine; keyword-only: by BM25)."""
+    import random
+
+    from chalicelib.search.fusion import reciprocal_rank_fusion
+    from chalicelib.search.ranking import rank
+    from chalicelib.search.relevance import Weights, relevance
+    from chalicelib.search.vector import VectorScope, vector_search
+
+    rng = random.Random(11)
+    vocabulary = [f"w{i:03d}" for i in range(60)]
+    store = _store(conn, "t8", "evidence", hashing_embedder)
+    for f in range(36):  # one chunk each
+        line = " ".join(rng.choices(vocabulary, k=rng.randint(5, 40)))
+        ingest_bytes(conn, settings, "t8", store, filename=f"f{f}.txt", data=line.encode(), embedder=hashing_embedder)
+    store = vector_stores.get(conn, "t8", store.id)
+    assert store.chunk_count > 30
+    scope = store_scope("t8", [store.id], store.chunk_count)
+    texts = dict(conn.execute("SELECT id, text FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchall())
+    query, depth = "w001 w007 w033 w059", 6
+    (q,) = hashing_embedder.embed([query])
+    cosine = {cid: max(0.0, min(1.0, sum(a * b for a, b in zip(q, hashing_embedder.embed([t])[0], strict=True))))
+              for cid, t in texts.items()}
+    bm25, best = _reference_bm25(conn, store.id, tuple(query.split()))  # each word is its own lexeme
+    keyword = {cid: bm25.get(cid, 0.0) / best for cid in texts}
+    vector_scope = VectorScope(CHUNKS, scope, hashing_embedder.dimension, store.chunk_count)
+    vector_ids = [i for i, _ in vector_search(conn, vector_scope, q, depth, where=None, ef_search=40,
+                                              exact_scan_max_rows=10**6, iterative_scan=False, halfvec=False)]
+    keyword_ids = [i for i, _ in keyword_search(conn, CHUNKS, scope, query, depth, where=None)]
+    assert len(vector_ids) == len(keyword_ids) == depth and set(vector_ids) != set(keyword_ids)
+
+    for weights in (Weights(1.0, 1.0), Weights(2.0, 0.5), Weights(1.0, 0.0), Weights(0.0, 1.0)):
+        ranked = rank(conn, CHUNKS, scope, [query], embedder=hashing_embedder, settings=settings, depth=depth,
+                      where=None, weights=weights, indexed_rows=store.chunk_count)
+        if weights.text == 0:
+            assert [r.id for r in ranked] == vector_ids
+        elif weights.embedding == 0:
+            assert [r.id for r in ranked] == keyword_ids
+        else:
+            fused = reciprocal_rank_fusion([(weights.embedding, vector_ids), (weights.text, keyword_ids)])
+            assert [r.id for r in ranked] == [i for i, _ in fused]
+            assert set(vector_ids) ^ set(keyword_ids) <= {r.id for r in ranked}  # one-leg candidates are there
+        for r in ranked:
+            sim = cosine[r.id] if weights.embedding > 0 else None
+            kw = keyword[r.id] if weights.text > 0 else None
+            assert (r.similarity is None) == (sim is None) and (r.keyword is None) == (kw is None)
+            if sim is not None:
+                assert r.similarity == pytest.approx(sim, abs=1e-5)
+            if kw is not None:
+                assert r.keyword == pytest.approx(kw, rel=1e-9, abs=1e-12)
+            assert r.relevance == pytest.approx(relevance(sim, kw, weights, hashing_embedder.model), abs=1e-4)
+            assert 0.0 <= r.relevance <= 1.0
+        if weights.embedding == 0 or weights.text == 0:  # one leg: relevance is monotone in its evidence
+            assert [r.relevance for r in ranked] == sorted((r.relevance for r in ranked), reverse=True)
+
+
+def test_scope_statistics_evidence_is_exact_too(conn, settings, hashing_embedder):
+    """Memories (BM25 statistics over the scope itself): one-leg candidates get the other leg's exact evidence, and
+    the keyword score is normalised by the query's highest attainable BM25 over the scope."""
+    import random
+
+    from chalicelib import ids
+    from chalicelib.memory import store as memory_store
+    from chalicelib.memory.model import MemoryScope, text_hash
+    from chalicelib.search.corpus import MEMORIES, Scope
+    from chalicelib.search.ranking import rank
+    from chalicelib.search.relevance import Weights
+
+    rng = random.Random(5)
+    vocabulary = [f"w{i:03d}" for i in range(40)]
+    vector_stores.ensure_tenant(conn, "t7")
+    scope = MemoryScope(user_id="u7")
+    for _ in range(30):
+        text = " ".join(rng.choices(vocabulary, k=rng.randint(3, 12)))
+        memory_store.insert(conn, "t7", ids.new_id(ids.MEMORY), memory_store.NewMemory(
+            scope=scope, memory=text, hash=text_hash(text), memory_type="fact", categories=[], confidence=0.8,
+            importance=0.5, metadata={}, source_kind="api", source_id=None, valid_from=None, pinned=False,
+            expires_at=None, model=hashing_embedder.model, embedding=hashing_embedder.embed([text])[0],
+            index_text=text))
+    predicate, params = memory_store.scope_predicate(scope)
+    rows = conn.execute("SELECT seq, keywords::text, memory FROM memories WHERE tenant_id = 't7'").fetchall()
+    query = "w003 w017 w031 nothinglike"
+    bm25, best = _reference_bm25(conn, None, ("w003", "w017", "w031", "nothinglik"),
+                                 rows=[(seq, kw) for seq, kw, _ in rows])
+    (q,) = hashing_embedder.embed([query])
+    cosine = {seq: max(0.0, sum(a * b for a, b in zip(q, hashing_embedder.embed([text])[0], strict=True)))
+              for seq, _, text in rows}
+    ranked = rank(conn, MEMORIES, Scope(tenant_ids=("t7",), predicate=predicate, params=params, rows=1), [query],
+                  embedder=hashing_embedder, settings=settings, depth=4, where=None, weights=Weights(),
+                  indexed_rows=0)
+    assert len(ranked) > 4  # both legs stopped at 4 rows, and differ
+    for r in ranked:
+        assert r.similarity == pytest.approx(cosine[r.id], abs=1e-5)
+        assert r.keyword == pytest.approx(bm25.get(r.id, 0.0) / best, rel=1e-9, abs=1e-12)

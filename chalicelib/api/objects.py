@@ -87,7 +87,8 @@ def deleted(object_id: str, kind: str) -> dict[str, Any]:
 
 
 def search_page(queries: list[str], hits: list[SearchHit]) -> dict[str, Any]:
-    """A ``vector_store.search_results.page``; scores are similarities in [0, 1]."""
+    """A ``vector_store.search_results.page``; scores are relevances in [0, 1] (:mod:`chalicelib.search.relevance`)
+    and ``search_query`` the queries searched (rewritten when ``rewrite_query`` was honoured)."""
     return {"object": "vector_store.search_results.page", "search_query": queries,
             "data": [{"file_id": h.file_id, "filename": h.filename, "score": h.score, "attributes": h.attributes,
                       "content": [{"type": "text", "text": h.text}]} for h in hits],

@@ -33,7 +33,8 @@ from psycopg import ClientCursor, sql
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 
-__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "QueryTerms", "keyword_search", "query_terms"]
+__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "KeywordLeg", "QueryTerms", "keyword_leg", "keyword_scores",
+           "keyword_search", "query_terms"]
 
 # BM25 parameters (Anserini's BEIR defaults); engram_bm25_impact and engram_bm25_score in migrations/0009 use the
 # same constants.
@@ -73,9 +74,16 @@ WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms FROM unnest(to_tsvector(
      idf AS (SELECT h.lexeme, ln(1 + (totals.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
              FROM hits h, totals GROUP BY h.lexeme, totals.n)
 SELECT h.id,
-       sum(idf.idf * h.tf * (%(k1)s + 1) / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score
+       sum(idf.idf * h.tf * (%(k1)s + 1) / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score,
+       min(totals.n) AS n, (SELECT coalesce(sum(i.idf), 0) FROM idf i) AS idf_sum, (SELECT count(*) FROM idf) AS found,
+       (SELECT coalesce(array_length(terms, 1), 0) FROM q) AS lexemes
 FROM hits h JOIN idf USING (lexeme) CROSS JOIN totals
+WHERE {only}
 GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
+# BM25 of given rows with the query's terms and the partitions' statistics (maintained statistics).
+_ROWS_SCORED = """
+SELECT {id}, engram_bm25_score(keywords, keyword_length, %(terms)s, %(idfs)s, %(avgdl)s)
+FROM {table} WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {id} = ANY(%(ids)s)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,52 @@ def query_terms(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: s
     return QueryTerms([lexeme for lexeme, _ in known], [value for _, value in known], max(total / n, 1.0), max_score)
 
 
+@dataclass(frozen=True, slots=True)
+class KeywordLeg:
+    """One query's keyword leg: ``rows`` — up to ``limit`` ``(row id, bm25)`` pairs, best first; ``complete`` —
+    True when they are every scope row with a positive score (fewer than ``limit`` matched), so a row not among
+    them scores 0; ``max_score`` — the highest BM25 any row could reach for the query (see :class:`QueryTerms`; 0
+    when the query has no indexable word or nothing matched); ``terms`` — the query's terms (maintained statistics
+    only), reused to score further rows (:func:`keyword_scores`)."""
+
+    rows: list[tuple[int, float]]
+    complete: bool
+    max_score: float
+    terms: QueryTerms | None = None
+
+
+def keyword_leg(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
+                where: CompiledFilter | None) -> KeywordLeg:
+    """:func:`keyword_search` with what it takes to normalise and extend its scores (:class:`KeywordLeg`)."""
+    if limit <= 0 or not query.strip() or scope.rows <= 0:
+        return KeywordLeg([], True, 0.0)
+    if corpus.statistics == "scope":
+        rows, max_score = _scope_scored(conn, corpus, scope, query, limit, where)
+        return KeywordLeg(rows, len(rows) < limit, max_score)
+    terms = query_terms(conn, corpus, scope, query)
+    rows = keyword_search(conn, corpus, scope, query, limit, where=where, terms=terms) if terms else []
+    return KeywordLeg(rows, len(rows) < limit, terms.max_score if terms else 0.0, terms)
+
+
+def keyword_scores(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, leg: KeywordLeg,
+                   ids: list[int], *, where: CompiledFilter | None) -> dict[int, float]:
+    """BM25 of the rows ``ids`` of ``scope`` for ``query``, with the collection statistics ``leg`` used, so the
+    scores are those the leg would have given them: ``{row id: bm25}`` (rows scoring 0 may be left out). One
+    statement: the maintained corpora's ``engram_bm25_score`` over those rows, or the scope's statistics
+    restricted to them."""
+    if not ids:
+        return {}
+    if corpus.statistics == "scope":
+        rows, _ = _scope_scored(conn, corpus, scope, query, len(ids), where, only=ids)
+        return dict(rows)
+    if leg.terms is None or not leg.terms.lexemes:
+        return {}
+    params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "terms": leg.terms.lexemes,
+                              "idfs": leg.terms.idfs, "avgdl": leg.terms.avgdl, "ids": list(ids)}
+    statement = sql.SQL(_ROWS_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate)
+    return {int(i): float(s) for i, s in conn.execute(statement, params).fetchall()}
+
+
 def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
                    where: CompiledFilter | None, terms: QueryTerms | None = None,
                    exact: int | None = None) -> list[tuple[int, float]]:
@@ -122,7 +176,7 @@ def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
     if limit <= 0 or not query.strip() or scope.rows <= 0:
         return []
     if corpus.statistics == "scope":
-        return _scope_scored(conn, corpus, scope, query, limit, where)
+        return _scope_scored(conn, corpus, scope, query, limit, where)[0]
     terms = terms or query_terms(conn, corpus, scope, query)
     if terms is None or not terms.lexemes:
         return []
@@ -158,7 +212,9 @@ def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTe
 
 
 def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int,
-                  where: CompiledFilter | None) -> list[tuple[int, float]]:
+                  where: CompiledFilter | None, only: list[int] | None = None) -> tuple[list[tuple[int, float]], float]:
+    """The scope's best ``limit`` rows (only the rows ``only`` when given) and the query's ``max_score`` over the
+    scope's statistics (0 when no row matched). One statement (the query's lexemes are computed in it)."""
     params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "query": _clean(query),
                               "limit": limit,
                               "k1": BM25_K1, "b": BM25_B}
@@ -166,9 +222,19 @@ def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query:
     if where is not None:
         filter_expression = where.expression
         params.update(where.params)
+    restriction: sql.Composable = sql.SQL("true")
+    if only is not None:
+        restriction = sql.SQL("h.id = ANY(%(only)s)")
+        params["only"] = list(only)
     statement = sql.SQL(_SCOPE_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
-                                              filter=filter_expression)
-    return [(int(i), float(s)) for i, s in conn.execute(statement, params).fetchall()]
+                                              filter=filter_expression, only=restriction)
+    rows = conn.execute(statement, params).fetchall()
+    if not rows:
+        return [], 0.0
+    n, idf_sum, found, lexemes = float(rows[0][2]), float(rows[0][3]), int(rows[0][4]), int(rows[0][5])
+    # Lexemes no scope row holds count with the idf of df = 0, as in QueryTerms.max_score.
+    max_score = (idf_sum + (lexemes - found) * idf(n, 0)) * (BM25_K1 + 1)
+    return [(int(r[0]), float(r[1])) for r in rows], max_score
 
 
 def _clean(query: str) -> str:

@@ -1,15 +1,19 @@
 """Ranking a scope of any corpus for one or more queries: the vector leg and the keyword leg per query, fused
 (:mod:`chalicelib.search.fusion`). Shared by vector-store search (chunks) and memory search.
 
-Each result carries the fused ``score`` and the evidence behind it: the best cosine ``similarity`` seen by the
-vector leg and the best ``keyword`` score (BM25 divided by the query's highest attainable BM25, so in [0, 1]).
+Fusion decides the order. Each result also carries the evidence behind it — its cosine ``similarity`` to the
+query and its ``keyword`` score (BM25 divided by the query's highest attainable BM25, so in [0, 1]) — and the
+``relevance`` made from that evidence (:mod:`chalicelib.search.relevance`). The evidence is exact for every
+candidate: a row only one leg returned gets the other leg's score as well (its cosine, one statement over those
+rows; its BM25, ``engram_bm25_score`` over those rows with the query's terms), so a row's relevance does not depend
+on whether it made the other leg's top ``depth``. With several queries, each value is the best over the queries.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -19,30 +23,38 @@ from chalicelib.embed.base import Embedder
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.fusion import reciprocal_rank_fusion
-from chalicelib.search.keyword import keyword_search, query_terms
-from chalicelib.search.vector import VectorScope, vector_search
+from chalicelib.search.keyword import KeywordLeg, keyword_leg, keyword_scores
+from chalicelib.search.relevance import Weights, relevance
+from chalicelib.search.vector import VectorScope, distances, vector_search
 from chalicelib.store.vector_stores import HnswIndex, hnsw_index
 
 __all__ = ["Ranked", "Weights", "rank"]
 
 
 @dataclass(frozen=True, slots=True)
-class Weights:
-    """How much each leg counts (≥ 0, not both 0): OpenAI's ``ranking_options.hybrid_search``."""
-
-    embedding: float = 1.0
-    text: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
 class Ranked:
-    """One ranked row: its ``id``, the fused ``score`` in [0, 1], its best cosine ``similarity`` (None when the
-    vector leg did not return it) and best normalised ``keyword`` score (None likewise)."""
+    """One ranked row: its ``id``; the fused ``score`` in [0, 1] (a rank score: it orders one result list and means
+    nothing across queries); its cosine ``similarity`` clamped to [0, 1] (None when the vector leg did not run);
+    its normalised ``keyword`` score in [0, 1] (None when the keyword leg did not run); its ``relevance`` in [0, 1]
+    (:func:`chalicelib.search.relevance.relevance` of that evidence: comparable across queries)."""
 
     id: int
     score: float
     similarity: float | None
     keyword: float | None
+    relevance: float
+
+
+@dataclass(slots=True)
+class _Evidence:
+    """One query's evidence: cosine similarity and raw BM25 per row, and whether each leg saw every row it could
+    score (then a row missing from it scores 0 on that leg)."""
+
+    similarity: dict[int, float] = field(default_factory=dict)
+    vector_complete: bool = True
+    vector: Sequence[float] | None = None
+    keyword: KeywordLeg | None = None
+    bm25: dict[int, float] = field(default_factory=dict)
 
 
 def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequence[str], *, embedder: Embedder,
@@ -58,35 +70,70 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         UpstreamError: embedding the queries failed.
     """
     rankings: list[tuple[float, list[int]]] = []
-    similarity: dict[int, float] = {}
-    keyword: dict[int, float] = {}
-    if weights.embedding > 0 and scope.rows > 0:
+    evidence = [_Evidence() for _ in queries]
+    use_vector = weights.embedding > 0 and scope.rows > 0
+    vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
+    if use_vector:
         # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
         index = (hnsw_index(conn, embedder.dimension) if corpus.hnsw_prefix is not None
                  else HnswIndex(kind=None, iterative_scan=False))
-        vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
         if vectors is None:
             started = time.perf_counter()
             vectors = embedder.embed(list(queries))
             observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
-        for vector in vectors:
+        for ev, vector in zip(evidence, vectors, strict=True):
             rows = vector_search(conn, vector_scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
                                  exact_scan_max_rows=settings.exact_scan_max_rows,
                                  iterative_scan=index.iterative_scan, halfvec=index.halfvec)
-            for row_id, distance in rows:
-                similarity[row_id] = max(similarity.get(row_id, 0.0), max(0.0, min(1.0, 1.0 - distance)))
+            ev.vector, ev.vector_complete = vector, len(rows) < depth
+            ev.similarity = {row_id: _similarity(distance) for row_id, distance in rows}
             rankings.append((weights.embedding, [row_id for row_id, _ in rows]))
     if weights.text > 0:
-        for q in queries:
-            terms = query_terms(conn, corpus, scope, q) if corpus.statistics == "maintained" else None
-            rows = keyword_search(conn, corpus, scope, q, depth, where=where, terms=terms)
-            best = terms.max_score if terms is not None else max((s for _, s in rows), default=1.0)
-            for row_id, value in rows:
-                keyword[row_id] = max(keyword.get(row_id, 0.0), min(1.0, value / best) if best > 0 else 0.0)
-            rankings.append((weights.text, [row_id for row_id, _ in rows]))
+        for ev, q in zip(evidence, queries, strict=True):
+            ev.keyword = keyword_leg(conn, corpus, scope, q, depth, where=where)
+            ev.bm25 = dict(ev.keyword.rows)
+            rankings.append((weights.text, [row_id for row_id, _ in ev.keyword.rows]))
     if weights.text > 0:
         fused = reciprocal_rank_fusion(rankings)
     else:
-        fused = sorted(similarity.items(), key=lambda kv: -kv[1])
-    return [Ranked(int(row_id), score, similarity.get(int(row_id)), keyword.get(int(row_id)))
-            for row_id, score in fused]
+        best: dict[int, float] = {}
+        for ev in evidence:
+            for row_id, value in ev.similarity.items():
+                best[row_id] = max(best.get(row_id, 0.0), value)
+        fused = sorted(best.items(), key=lambda kv: -kv[1])
+    if not fused:
+        return []
+    candidates = [int(row_id) for row_id, _ in fused]
+    for ev, q in zip(evidence, queries, strict=True):
+        if use_vector and not ev.vector_complete and ev.vector is not None:
+            missing = [c for c in candidates if c not in ev.similarity]
+            ev.similarity.update((row_id, _similarity(d))
+                                 for row_id, d in distances(conn, vector_scope, ev.vector, missing).items())
+        if ev.keyword is not None and not ev.keyword.complete:
+            missing = [c for c in candidates if c not in ev.bm25]
+            ev.bm25.update(keyword_scores(conn, corpus, scope, q, ev.keyword, missing, where=where))
+    return [_ranked(row_id, score, evidence, use_vector, weights, embedder.model) for row_id, score in fused]
+
+
+def _similarity(distance: float) -> float:
+    """Cosine distance (in [0, 2]) → cosine similarity clamped to [0, 1]."""
+    return max(0.0, min(1.0, 1.0 - distance))
+
+
+def _ranked(row_id: int, score: float, evidence: list[_Evidence], use_vector: bool, weights: Weights,
+            model: str) -> Ranked:
+    similarity: float | None = None
+    keyword: float | None = None
+    best = 0.0
+    for ev in evidence:
+        sim = ev.similarity.get(row_id, 0.0) if use_vector else None
+        kw = None
+        if ev.keyword is not None:
+            top = ev.keyword.max_score
+            kw = min(1.0, ev.bm25.get(row_id, 0.0) / top) if top > 0 else 0.0
+        best = max(best, relevance(sim, kw, weights, model))
+        if sim is not None:
+            similarity = max(similarity or 0.0, sim)
+        if kw is not None:
+            keyword = max(keyword or 0.0, kw)
+    return Ranked(int(row_id), score, similarity, keyword, best)

@@ -7,9 +7,13 @@ caller, lets through exactly the caller's rows and shared stores' rows. A hit of
 of one's own store shows — file id, filename (for citations), text, attributes, score — but the file itself stays
 the owner's: retrieving it or its content is "not found" for anyone else.
 
-Scores: hybrid and keyword-only results carry the normalised reciprocal-rank-fusion score (``fusion``); vector-only
-results (``text_weight == 0``) carry the cosine similarity clamped to [0, 1]. All scores lie in [0, 1] and
-``score_threshold`` applies to them.
+Order: hybrid results come in reciprocal-rank-fusion order (:mod:`fusion`), vector-only results (``text_weight``
+0) by cosine similarity, keyword-only results (``embedding_weight`` 0) by BM25. Scores: every result carries its
+**relevance** in [0, 1] (:mod:`relevance`), made from its cosine similarity and BM25 under the request's weights and
+calibrated against what unanswerable queries reach, so it means the same for every query: about 96 % of queries
+made of random words find nothing at 0.5 or above. ``score_threshold`` keeps the results whose relevance reaches
+it, in the same order. A single leg's relevance is monotone in that leg's evidence, so vector-only and keyword-only
+scores descend along the list; a hybrid list follows fusion, so a result may score above the one before it.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ class RankingOptions:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One retrieved chunk; ``score`` in [0, 1]; character offsets into the parsed text; pages 1-based or None."""
+    """One retrieved chunk; ``score`` its relevance in [0, 1] (:mod:`chalicelib.search.relevance`); character
+    offsets into the parsed text; pages 1-based or None."""
 
     chunk_id: int
     vector_store_id: str
@@ -120,7 +125,8 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     """Search ``stores`` (the tenant's or shared, same embedding model) for ``query`` (one string or several,
     fused).
 
-    Returns at most ``limit`` hits, best first, each with ``score >= ranking.score_threshold``. A filtered or
+    Returns at most ``limit`` hits in ranking order, each with its relevance ``score >= ranking.score_threshold``
+    (with several queries, a hit's best relevance over them). A filtered or
     store-scoped search returns ``min(limit, matching chunks)`` hits (before the threshold).
 
     Raises:
@@ -147,7 +153,7 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                   depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),
                   weights=Weights(ranking.embedding_weight, ranking.text_weight))
-    scored = [(r.id, r.score) for r in ranked if r.score >= ranking.score_threshold][:limit]
+    scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]
     return _fetch(conn, scope.tenant_ids, scored)
 
 

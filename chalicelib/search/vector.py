@@ -109,8 +109,12 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
     clause, params = _scope_sql(scope, where)
     cast = vector_cast(scope.dim, halfvec=halfvec)
     # The ORDER BY expression must match the partial index expression exactly for the planner to use it.
+    # The distance returned is the exact one (full-precision vectors, as the exact scan's): a halfvec index orders by
+    # 2-byte elements (cosine off by ~1e-4), and relevance (search/relevance.py) must not depend on the path taken.
+    # It is computed only for the rows returned.
     distance = sql.SQL("(embedding::{cast} <=> %(q)s::{cast})").format(cast=cast)
-    statement = sql.SQL("SELECT {id}, {d} AS distance FROM {table} WHERE {where} ORDER BY {d} LIMIT %(limit)s").format(
+    statement = sql.SQL("SELECT {id}, embedding <=> %(q)s::vector AS distance FROM {table} WHERE {where} "
+                        "ORDER BY {d} LIMIT %(limit)s").format(
         id=scope.corpus.row_id(), d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
     settings: list[sql.SQL | sql.Composed] = [sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef))]
@@ -123,7 +127,8 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
             conn.execute(setting)
         cursor = conn.execute(statement, params)
     rows = cursor.fetchall()
-    # relaxed_order may return rows slightly out of order: re-sort by the distance it computed.
+    # relaxed_order may return rows slightly out of order (and the index orders by its own precision): re-sort by
+    # the exact distance.
     return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: r[1])
 
 
@@ -138,6 +143,20 @@ def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[
                                                     where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
     return [(int(i), float(d)) for i, d in conn.execute(statement, params).fetchall()]
+
+
+def distances(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float],
+              ids: Sequence[int]) -> dict[int, float]:
+    """The cosine distance (in [0, 2]) between ``query_vector`` and each of the scope's rows ``ids``: ``{row id:
+    distance}``, one statement over those rows only (rows outside the scope or of another dimension are left
+    out)."""
+    if not ids:
+        return {}
+    clause, params = _scope_sql(scope, None)
+    statement = sql.SQL("SELECT {id}, embedding <=> %(q)s::vector FROM {table} WHERE {where} AND {id} = ANY(%(ids)s)"
+                        ).format(id=scope.corpus.row_id(), table=scope.corpus.identifier(), where=clause)
+    params.update(q=_as_list(query_vector), ids=list(ids))
+    return {int(i): float(d) for i, d in conn.execute(statement, params).fetchall()}
 
 
 def _as_list(vector: Sequence[float]) -> Any:

@@ -151,3 +151,21 @@ def test_citations_from_an_earlier_turn_still_resolve(client, fake, library):
     history = fake.requests[2]["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
     assert json.loads(history[1]["tool_calls"][0]["function"]["arguments"]) == {"queries": ["tuning"]}
+
+
+def test_results_carry_relevance_and_the_threshold_drops_nonsense(client, fake, library):
+    """A ``file_search`` result's score is the same relevance vector-store search reports, so
+    ``score_threshold`` 0.5 keeps the answer and drops what random words find."""
+    tool = {"type": "file_search", "vector_store_ids": [library["store"]],
+            "ranking_options": {"score_threshold": 0.5}}
+    fake.push(tool_calls(call("file_search", {"queries": ["quarterly octarine budget"]})), text("42k florins."),
+              tool_calls(call("file_search", {"queries": ["zebra quantum xylophone"]})), text("Nothing found."))
+    found = client.responses.create(model="fake-model", input="Budget?", tools=[tool],
+                                    include=["file_search_call.results"]).output[0]
+    page = client.vector_stores.search(library["store"], query="quarterly octarine budget")
+    assert [r.file_id for r in found.results] == [h.file_id for h in page.data if h.score >= 0.5]
+    assert found.results[0].file_id == library["red"] and found.results[0].score == page.data[0].score >= 0.5
+    nothing = client.responses.create(model="fake-model", input="Zebras?", tools=[tool],
+                                      include=["file_search_call.results"]).output[0]
+    assert nothing.results == [] and client.vector_stores.search(library["store"], query="zebra quantum xylophone",
+                                                                 ranking_options={"score_threshold": 0.5}).data == []

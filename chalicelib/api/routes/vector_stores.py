@@ -19,6 +19,7 @@ from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
 from chalicelib.ingest.chunk import resolve_chunking_strategy
+from chalicelib.search.rewrite import rewrite_queries
 from chalicelib.search.service import parse_ranking_options, search
 from chalicelib.store import vector_stores
 
@@ -111,13 +112,20 @@ def delete_vector_store(vector_store_id: str) -> dict:
 @bp.route("/vector_stores/{vector_store_id}/search", methods=["POST"])
 def search_vector_store(vector_store_id: str) -> dict:
     """``vector_stores.search(id, query=, max_num_results=, filters=, ranking_options=, rewrite_query=)`` →
-    ``vector_store.search_results.page``. ``rewrite_query`` is accepted; the query is used as given. A shared
-    store can be searched by any tenant; only its owner's searches count as activity (``last_active_at``)."""
+    ``vector_store.search_results.page``. With ``rewrite_query`` the configured chat model rewrites each query
+    first (:mod:`chalicelib.search.rewrite`; without one the query is used as given) and ``search_query`` shows what
+    was searched. A shared store can be searched by any tenant; only its owner's searches count as activity
+    (``last_active_at``)."""
     body = request.validate(SearchRequest, request.json_body(bp.current_request))
     ranking = parse_ranking_options(body.ranking_options)
     queries = [body.query] if isinstance(body.query, str) else list(body.query)
     tenant = current_tenant()
     started = time.perf_counter()
+    if body.rewrite_query:  # the store is checked first; no connection is held during the model call (seconds)
+        with tenant_db() as conn:
+            vector_stores.require_active(vector_stores.get(conn, tenant, store_id(vector_store_id), shared=True),
+                                         objects.now())
+        queries = rewrite_queries(deps.current_settings(), queries)
     with tenant_db() as conn:
         store = vector_stores.get(conn, tenant, store_id(vector_store_id), shared=True)
         vector_stores.require_active(store, objects.now())
