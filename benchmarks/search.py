@@ -27,8 +27,9 @@ Legs, each asked for ``DEPTH`` = 100 rows (what ``search.service`` asks each leg
 * ``kw 2w`` / ``kw 12w`` — ``search.keyword.keyword_search`` for 2- and 12-word queries (distinct lexemes, drawn
   by frequency from one source document: ``textgen.keyword_queries``); ``kw 2w@10`` / ``kw 12w@10``: the same
   asked for 10 rows (a keyword-only search of 10 results; the ratio is still to the vector leg at depth 100);
-* ``hybrid 2w`` / ``hybrid 12w`` — ``search.ranking.rank`` (both legs + reciprocal-rank fusion) with an embedder
-  stub that returns the query's precomputed vector (so no model time is measured).
+* ``hybrid 2w`` / ``hybrid 12w`` — ``search.ranking.rank`` (both legs + reciprocal-rank fusion + the other leg's
+  evidence for the first ``K`` candidates, i.e. their relevance, as ``search.service.search`` asks for ``K`` results)
+  with an embedder stub that returns the query's precomputed vector (so no model time is measured).
 
 Timing: ``--rounds`` rounds; in each, every query runs every leg in turn (interleaved, so machine noise hits
 all legs alike); p50/p95 per round; the table shows the median over rounds of p50, p95 and of the ratio
@@ -421,7 +422,7 @@ def run_leg(conn: psycopg.Connection, leg: str, case: Case, q: Queries, i: int, 
         return [r for r, _ in keyword_search(conn, CHUNKS, case.scope, text, int(at or DEPTH), where=case.where)]
     embedder.vector = q.vectors[i]
     ranked = rank(conn, CHUNKS, case.scope, [text], embedder=embedder, settings=settings, depth=DEPTH,
-                  where=case.where, weights=Weights(), indexed_rows=indexed)
+                  where=case.where, weights=Weights(), indexed_rows=indexed, limit=K)
     return [r.id for r in ranked]
 
 

@@ -451,6 +451,17 @@ def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings
             assert 0.0 <= r.relevance <= 1.0
         if weights.embedding == 0 or weights.text == 0:  # one leg: relevance is monotone in its evidence
             assert [r.relevance for r in ranked] == sorted((r.relevance for r in ranked), reverse=True)
+        # With a limit, the evidence is read for a prefix only; the first `limit` rows reaching a threshold are the
+        # same rows with the same relevance.
+        for limit, threshold in ((3, 0.0), (3, 0.3), (2, 0.5), (4, 0.99)):
+            prefix = rank(conn, CHUNKS, scope, [query], embedder=hashing_embedder, settings=settings, depth=depth,
+                          where=None, weights=weights, indexed_rows=store.chunk_count, limit=limit,
+                          threshold=threshold)
+            assert [r.id for r in prefix] == [r.id for r in ranked][:len(prefix)]
+            kept = [(r.id, r.relevance) for r in prefix if r.relevance >= threshold][:limit]
+            expected = [(r.id, r.relevance) for r in ranked if r.relevance >= threshold][:limit]
+            assert [i for i, _ in kept] == [i for i, _ in expected], (weights, limit, threshold)
+            assert [s for _, s in kept] == pytest.approx([s for _, s in expected], abs=1e-12)
 
 
 def test_scope_statistics_evidence_is_exact_too(conn, settings, hashing_embedder):

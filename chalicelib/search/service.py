@@ -152,7 +152,8 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     scope = store_scope(owners, [s.id for s in stores], sum(s.chunk_count for s in stores))
     ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                   depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),
-                  weights=Weights(ranking.embedding_weight, ranking.text_weight))
+                  weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
+                  threshold=ranking.score_threshold)
     scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]
     return _fetch(conn, scope.tenant_ids, scored)
 
