@@ -3,7 +3,9 @@
 -- 1. Postings are read by index-only scans. Row-level security filters chunk_postings on tenant_id, which the
 --    primary key did not hold: every posting read visited the heap (one random page each — 33,000 pages for a
 --    common word at 100k chunks) and evaluated the policy per row. With tenant_id as the key's last column the
---    policy becomes an index condition, evaluated once per scan, and no heap page is read.
+--    policy becomes an index condition, evaluated once per scan, and no heap page is read. (Since 0014, shared
+--    stores' postings are readable too: the two SELECT policies are OR-ed, so the check is a filter on each index
+--    tuple — still no heap page, but ~0.15 µs per posting: 378 vs 238 ms for 932,000 postings at 100k chunks.)
 --
 -- 2. The BM25 top-k (engram_chunks_bm25_topk) reads whole posting lists instead of walking their heads. The
 --    threshold algorithm of migration 0009 scored every chunk it met exactly (a chunk row and its tsvector,
