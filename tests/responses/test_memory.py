@@ -239,7 +239,7 @@ def test_agent_profile_defaults_apply_and_the_request_wins(lenient, fake):
     updated = http.post(f"/agents/{agent['id']}", json={"instructions": None}).json()
     assert updated["instructions"] is None and updated["name"] == "Support"
     bad = http.post("/agents", json={"tools": [{"type": "web_search"}]})
-    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools.0.type"
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0].type"
     assert http.post("/agents", json={"memory": {"bogus": 1}}).status_code == 400
     other_client, other = lenient("agents-b")
     assert other.get(f"/agents/{agent['id']}").status_code == 404
