@@ -151,3 +151,22 @@ def test_citations_from_an_earlier_turn_still_resolve(client, fake, library):
     history = fake.requests[2]["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user"]
     assert json.loads(history[1]["tool_calls"][0]["function"]["arguments"]) == {"queries": ["tuning"]}
+
+
+def test_a_previous_output_replays_unchanged_as_input(client, fake, library):
+    """``input=[*previous.output, ...]`` — the SDK sends back every field of its output items (``status``,
+    ``logprobs``, ``annotations``, ``results`` ...): all accepted, none an unknown parameter."""
+    fake.push(tool_calls(call("file_search", {"queries": ["octarine budget"]})),
+              text(f"Forty-two thousand florins <|{library['red']}|>."))
+    first = client.responses.create(
+        model="fake-model", input="What is the octarine budget?", include=["file_search_call.results"],
+        tools=[{"type": "file_search", "vector_store_ids": [library["store"]]}])
+    assert [item.type for item in first.output] == ["file_search_call", "message"]
+    fake.push(text("Yes, florins."))
+    second = client.responses.create(model="fake-model", input=[*first.output, {"role": "user", "content": "Florins?"}],
+                                     tools=[{"type": "file_search", "vector_store_ids": [library["store"]]}])
+    assert second.output_text == "Yes, florins."
+    listed = client.responses.input_items.list(second.id, order="asc").data
+    assert [item.type for item in listed] == ["file_search_call", "message", "message"]
+    # The replayed search reaches the model as the call and its results.
+    assert "forty-two" in _tool_message(fake.requests[-1])
