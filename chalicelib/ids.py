@@ -60,13 +60,22 @@ def validate_id(value: object, prefix: str, *, param: str) -> str:
     """Return ``value`` if it is a well-formed id with ``prefix``.
 
     Raises:
-        InvalidRequestError: (400, ``param`` set) when the value is not a string, has the wrong prefix or
-            contains characters no Engram id has. Well-formed but unknown ids are the store's 404.
+        InvalidRequestError: (400, ``param`` set) code ``invalid_type`` when the value is not a string,
+            ``invalid_value`` when it has the wrong prefix or characters no Engram id has, in OpenAI's words
+            (``Invalid 'file_ids[3]': 'abc'. Expected an ID that begins with 'file'.``). Well-formed but unknown
+            ids are the store's 404.
     """
-    if not isinstance(value, str) or not value.startswith(prefix):
-        raise InvalidRequestError(
-            f"Invalid '{param}': expected an ID that begins with '{prefix}'.", param=param, code="invalid_id"
-        )
+    if not isinstance(value, str):
+        from chalicelib.validation import invalid_type
+
+        raise invalid_type(param, "a string", value)
+    shown = value if len(value) <= 64 else value[:64] + "…"
+    shown = shown.encode("unicode_escape").decode("ascii").replace("'", "\\'")
+    if not value.startswith(prefix):
+        raise InvalidRequestError(f"Invalid '{param}': '{shown}'. Expected an ID that begins with "
+                                  f"'{prefix.rstrip('-_')}'.", param=param, code="invalid_value")
     if not _ID_BODY.match(value[len(prefix):]):
-        raise InvalidRequestError(f"Invalid '{param}': malformed ID.", param=param, code="invalid_id")
+        raise InvalidRequestError(f"Invalid '{param}': '{shown}'. Expected an ID that begins with '{prefix}' and "
+                                  "goes on with 1 to 64 letters, digits, '_' or '-'.", param=param,
+                                  code="invalid_value")
     return value

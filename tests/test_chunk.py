@@ -107,19 +107,27 @@ def test_strategy_resolution(requested, limit, expected):
     assert resolved.to_openai()["type"] == "static"
 
 
-@pytest.mark.parametrize("requested, param", [
+@pytest.mark.parametrize("requested, param, code", [
     pytest.param({"type": "static", "static": {"max_chunk_size_tokens": 99, "chunk_overlap_tokens": 0}},
-                 "chunking_strategy.static.max_chunk_size_tokens", id="too-small"),
+                 "chunking_strategy.static.max_chunk_size_tokens", "integer_below_min_value", id="too-small"),
     pytest.param({"type": "static", "static": {"max_chunk_size_tokens": 4097, "chunk_overlap_tokens": 0}},
-                 "chunking_strategy.static.max_chunk_size_tokens", id="too-big"),
+                 "chunking_strategy.static.max_chunk_size_tokens", "integer_above_max_value", id="too-big"),
     pytest.param({"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 101}},
-                 "chunking_strategy.static.chunk_overlap_tokens", id="overlap-over-half"),
+                 "chunking_strategy.static.chunk_overlap_tokens", "integer_above_max_value", id="overlap-over-half"),
+    pytest.param({"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": -1}},
+                 "chunking_strategy.static.chunk_overlap_tokens", "integer_below_min_value", id="overlap-negative"),
     pytest.param({"type": "static", "static": {"max_chunk_size_tokens": "800"}},
-                 "chunking_strategy.static.max_chunk_size_tokens", id="string"),
-    pytest.param({"type": "static"}, "chunking_strategy.static", id="missing-static"),
-    pytest.param({"type": "semantic"}, "chunking_strategy.type", id="unknown-type"),
+                 "chunking_strategy.static.max_chunk_size_tokens", "invalid_type", id="string"),
+    pytest.param({"type": "static"}, "chunking_strategy.static", "missing_required_parameter", id="missing-static"),
+    pytest.param({"type": "semantic"}, "chunking_strategy.type", "invalid_value", id="unknown-type"),
+    pytest.param({}, "chunking_strategy.type", "missing_required_parameter", id="no-type"),
+    pytest.param("auto", "chunking_strategy", "invalid_type", id="not-an-object"),
+    pytest.param({"type": "auto", "max_chunk_size_tokens": 300}, "chunking_strategy.max_chunk_size_tokens",
+                 "unknown_parameter", id="unknown-field"),
+    pytest.param({"type": "static", "static": {"max_chunk_size_tokens": 300, "overlap": 3}},
+                 "chunking_strategy.static.overlap", "unknown_parameter", id="unknown-nested-field"),
 ])
-def test_strategy_errors_name_the_field(requested, param):
+def test_strategy_errors_name_the_field(requested, param, code):
     with pytest.raises(InvalidRequestError) as info:
         resolve_chunking_strategy(requested, embedder_max_tokens=8191)
-    assert info.value.param == param
+    assert (info.value.param, info.value.code) == (param, code)

@@ -11,12 +11,14 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from chalicelib.errors import InvalidRequestError
 from chalicelib.memory.model import MemoryScope, MemoryType
 from chalicelib.memory.recall import DEFAULT_STRATEGY, STRATEGIES, Query, Strategy
 from chalicelib.memory.write import AddRequest, InputMessage
+from chalicelib.validation import RequestBody
 
 __all__ = ["AddMemories", "ListParams", "SearchMemories", "UpdateMemory", "scope_of", "to_add_request",
            "to_query", "to_time"]
@@ -52,7 +54,7 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
 MemoryMetadata = Annotated[dict[str, Any], AfterValidator(_check_metadata)]
 
 
-class _Body(BaseModel):
+class _Body(RequestBody):
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True, populate_by_name=True)
 
 
@@ -64,7 +66,8 @@ class _Scoped(_Body):
     @model_validator(mode="after")
     def _one_scope(self) -> _Scoped:
         if self.user_id is None and self.agent_id is None and self.run_id is None:
-            raise ValueError("name a scope: at least one of 'user_id', 'agent_id', 'run_id' is required")
+            raise PydanticCustomError("missing_required_parameter", "Missing required parameter: name a scope with at "
+                                      "least one of 'user_id', 'agent_id' or 'run_id'.")
         return self
 
 
@@ -96,7 +99,7 @@ class AddMemories(_Scoped):
     infer: bool = True
     memory_type: MemoryType | None = None
     categories: Annotated[list[Category], Field(max_length=MAX_CATEGORIES)] | None = None
-    importance: float | None = Field(default=None, ge=0, le=1)
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
     pinned: bool = False
     expires_at: UnixSeconds | None = None
     timestamp: UnixSeconds | None = None
@@ -114,10 +117,10 @@ class AddMemories(_Scoped):
 class Weights(_Body):
     """Explicit ranking weights (≥ 0, not all 0)."""
 
-    vector: float = Field(default=0, ge=0, le=100)
-    text: float = Field(default=0, ge=0, le=100)
-    recency: float = Field(default=0, ge=0, le=100)
-    importance: float = Field(default=0, ge=0, le=100)
+    vector: float = Field(default=0.0, ge=0.0, le=100.0)
+    text: float = Field(default=0.0, ge=0.0, le=100.0)
+    recency: float = Field(default=0.0, ge=0.0, le=100.0)
+    importance: float = Field(default=0.0, ge=0.0, le=100.0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> Weights:
@@ -132,7 +135,7 @@ class SearchMemories(_Scoped):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: dict[str, Any] | None = None
     top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
-    score_threshold: float = Field(default=0.0, ge=0, le=1)
+    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
     memory_types: Annotated[list[MemoryType], Field(max_length=16)] | None = None
     created_after: UnixSeconds | None = None
     created_before: UnixSeconds | None = None
@@ -148,7 +151,7 @@ class UpdateMemory(_Body):
     metadata: MemoryMetadata | None = None
     memory_type: MemoryType | None = None
     categories: Annotated[list[Category], Field(max_length=MAX_CATEGORIES)] | None = None
-    importance: float | None = Field(default=None, ge=0, le=1)
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
     pinned: bool | None = None
     expires_at: UnixSeconds | None = None
     timestamp: UnixSeconds | None = None

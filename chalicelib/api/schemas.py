@@ -1,16 +1,20 @@
 """Request bodies of the OpenAI-compatible API, as pydantic models (OPENAI-COMPAT.md §1–3).
 
-Unknown fields are ignored (the SDK's ``extra_body`` and other clients send extras); types are strict (no
-``"5"`` for 5). ``chunking_strategy``, ``filters`` and ``ranking_options`` are passed through as JSON and checked by
-the modules that interpret them (:mod:`chalicelib.ingest.chunk`, :mod:`chalicelib.search`).
+Every field the official SDK sends for a route is declared (its ``*_create_params.py`` / ``*_update_params.py``);
+any other is refused with OpenAI's 400 ``unknown_parameter`` (:class:`chalicelib.validation.RequestBody`), as
+OpenAI's API does. Types are strict (no ``"5"`` for 5). ``chunking_strategy``, ``filters`` and ``ranking_options``
+are passed through as JSON and checked, unknown fields included, by the modules that interpret them
+(:mod:`chalicelib.ingest.chunk`, :mod:`chalicelib.search`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from chalicelib.validation import RequestBody
 from chalicelib.wire import Attributes, Metadata
 
 MAX_NAME_CHARS = 256
@@ -24,8 +28,7 @@ Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 QueryList = Annotated[list[Query], Field(min_length=1, max_length=MAX_QUERIES)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
+_Body = RequestBody
 
 
 class StoreExpiresAfter(_Body):
@@ -88,8 +91,11 @@ class CreateFileBatch(_Body):
 
     @model_validator(mode="after")
     def _one_of(self) -> CreateFileBatch:
-        if (self.file_ids is None) == (self.files is None):
-            raise ValueError("provide exactly one of 'file_ids' or 'files'")
+        if self.file_ids is None and self.files is None:
+            raise PydanticCustomError("missing_required_parameter",
+                                      "Missing required parameter: one of 'file_ids' or 'files'.")
+        if self.file_ids is not None and self.files is not None:
+            raise PydanticCustomError("invalid_value", "Provide only one of 'file_ids' or 'files', not both.")
         return self
 
     def entries(self) -> list[BatchFile]:
@@ -113,7 +119,7 @@ class SearchRequest(_Body):
 class FileExpiresAfter(_Body):
     """Files API ``expires_after``: ``{"anchor": "created_at", "seconds": 3600..2592000}``."""
 
-    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)  # multipart form fields arrive as strings
+    model_config = ConfigDict(extra="forbid", strict=False, defer_build=True)  # multipart form fields arrive as strings
 
     anchor: Literal["created_at"]
     seconds: int = Field(ge=3600, le=2_592_000)
@@ -122,6 +128,6 @@ class FileExpiresAfter(_Body):
 class FileExpiresAfterForm(_Body):
     """The upload form's ``expires_after`` as one field, so errors name ``expires_after.seconds`` (not ``seconds``)."""
 
-    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=False, defer_build=True)
 
     expires_after: FileExpiresAfter

@@ -11,7 +11,10 @@ The contract (one WSGI app, shared by AWS and ``engram serve``):
   :func:`chalicelib.responses.service.stream_events` (encoded by :func:`chalicelib.responses.sse.encode`),
   flushed per event; failures *during* the stream are events (``response.failed``), as OpenAI sends them.
   Errors found before the first event (bad body, unknown key, unknown ``previous_response_id``, no chat backend
-  configured ...) are OpenAI's JSON error envelope with their status (400/401/404/429/502/504). Without
+  configured ...) are OpenAI's JSON error envelope with their status (400/401/404/429/502/504): the body is
+  decoded and checked by the API's own :func:`chalicelib.validation.parse_json_object` and
+  :func:`chalicelib.responses.service.prepare`, so a body the API refuses is refused here identically, before
+  the stream starts (NUL, lone surrogates, ``1e400``, ``NaN``, absurd nesting: 400). Without
   ``"stream": true`` the request is answered like the API's route (:func:`service.create_response`, JSON), so
   one URL can serve every Responses create call.
 - ``GET /health`` — ``{"status": "ok"}`` without a key (the Lambda Web Adapter's readiness check).
@@ -56,7 +59,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from chalicelib import deps
 from chalicelib.api.context import resolve_tenant
 from chalicelib.api.middleware import error_response
-from chalicelib.errors import EngramError, InvalidRequestError, NotFoundError
+from chalicelib.errors import EngramError, NotFoundError
+from chalicelib.validation import parse_json_object
 
 logger = logging.getLogger("engram.responses.stream")
 
@@ -116,7 +120,7 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> F
             raise NotFoundError(f"Invalid URL ({method.upper()} {route}): this endpoint only creates responses.",
                                 code=None)
         tenant = resolve_tenant(lowered.get("authorization"))
-        payload = _json_object(body)
+        payload = parse_json_object(body)  # the API's own decoder: same 400s, before any event
         settings = deps.current_settings()
         from chalicelib.responses import service
 
@@ -163,17 +167,6 @@ def _json(status: int, payload: Any) -> FrontResponse:
     data = json.dumps(payload).encode()
     return FrontResponse(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
                          iter([data]))
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        payload = json.loads(body or b"null")
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequestError("We could not parse the JSON body of your request. (HINT: This likely means you "
-                                  "aren't using your HTTP library correctly.)") from exc
-    if not isinstance(payload, dict):
-        raise InvalidRequestError("The request body must be a JSON object.")
-    return payload
 
 
 def _route(path: str) -> str:

@@ -1,19 +1,21 @@
-"""Request bodies of the Uploads API (``/v1/uploads``), as pydantic models: strict types, unknown fields ignored
-(as in :mod:`chalicelib.api.schemas`). ``purpose`` is checked by :func:`chalicelib.store.uploads.create`."""
+"""Request bodies of the Uploads API (``/v1/uploads``), as pydantic models: strict types, the SDK's fields
+(``upload_create_params.py``, ``upload_complete_params.py``) and no others (400 ``unknown_parameter``, as in
+:mod:`chalicelib.api.schemas`). ``purpose`` is checked by :func:`chalicelib.store.uploads.create`."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from chalicelib.validation import RequestBody
 
 MAX_FILENAME_CHARS = 255
 MAX_MIME_TYPE_CHARS = 255
 MAX_PARTS = 10_000  # part_ids per completion (64 MB parts would reach OpenAI's 8 GB upload limit at 128)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
+_Body = RequestBody
 
 
 class UploadExpiresAfter(_Body):

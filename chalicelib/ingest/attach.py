@@ -20,6 +20,7 @@ from chalicelib.config import Settings
 from chalicelib.dispatch.local import LocalDispatcher
 from chalicelib.dispatch.port import Dispatcher
 from chalicelib.embed.base import Embedder
+from chalicelib.errors import NotFoundError
 from chalicelib.ingest import engine
 from chalicelib.ingest.chunk import ChunkingStrategy, resolve_chunking_strategy
 from chalicelib.store import attachments as attachment_rows
@@ -40,11 +41,12 @@ class Attachment:
 def prepare(conn: psycopg.Connection, tenant_id: str, entries: Sequence[tuple[str, dict[str, Any] | None, Any]], *,
             embedder: Embedder, param: Callable[[int, str], str]) -> list[Attachment]:
     """Check ``(file_id, attributes, chunking_strategy)`` entries without writing: ids well-formed, files exist,
-    strategies valid. ``param(i, field)`` names the request field of entry ``i`` in errors.
+    strategies valid. ``param(i, field)`` names the request field of entry ``i`` in errors (``file_ids[3]``,
+    ``files[1].chunking_strategy``).
 
     Raises:
         InvalidRequestError: a malformed id or strategy (400).
-        NotFoundError: a file that does not exist for this tenant (404).
+        NotFoundError: a file that does not exist for this tenant (404, ``param`` its field).
     """
     from chalicelib import ids
 
@@ -53,7 +55,10 @@ def prepare(conn: psycopg.Connection, tenant_id: str, entries: Sequence[tuple[st
         ids.validate_id(file_id, ids.FILE, param=param(index, "file_id"))
         resolved = resolve_chunking_strategy(strategy, embedder_max_tokens=embedder.max_input_tokens,
                                              param=param(index, "chunking_strategy"))
-        row = file_rows.get_file(conn, tenant_id, file_id)
+        try:
+            row = file_rows.get_file(conn, tenant_id, file_id)
+        except NotFoundError as exc:
+            raise NotFoundError(exc.message, param=param(index, "file_id"), code=exc.code) from None
         prepared.append(Attachment(row, resolved, dict(attributes or {})))
     return prepared
 

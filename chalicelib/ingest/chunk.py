@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from chalicelib.embed.base import Tokenizer
 from chalicelib.errors import InvalidRequestError
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.store.chunks import Chunk
+from chalicelib.validation import RequestBody, param_path, validate_tagged
 from chalicelib.wire import StaticChunkingStrategy
 
 # OpenAI's static strategy bounds and defaults (vector-store file `chunking_strategy`, OPENAI-COMPAT.md §2).
@@ -58,6 +61,30 @@ class ChunkingStrategy:
         }
 
 
+class _AutoChunking(RequestBody):
+    """``{"type": "auto"}``."""
+
+    type: Literal["auto"]
+
+
+class _StaticSizes(RequestBody):
+    """``static`` of a static strategy: sizes in tokens (OpenAI's bounds; the SDK always sends both)."""
+
+    max_chunk_size_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=MIN_CHUNK_TOKENS, le=MAX_CHUNK_TOKENS)
+    chunk_overlap_tokens: int = Field(default=DEFAULT_OVERLAP_TOKENS, ge=0)
+
+
+class _StaticChunking(RequestBody):
+    """``{"type": "static", "static": {...}}``."""
+
+    type: Literal["static"]
+    static: _StaticSizes
+
+
+_STRATEGIES: dict[str, type[_AutoChunking] | type[_StaticChunking]] = {"auto": _AutoChunking,
+                                                                       "static": _StaticChunking}
+
+
 def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int,
                               param: str = "chunking_strategy") -> ChunkingStrategy:
     """Turn a request's ``chunking_strategy`` (None, ``{"type": "auto"}`` or ``{"type": "static", "static":
@@ -67,49 +94,25 @@ def resolve_chunking_strategy(requested: Any, *, embedder_max_tokens: int,
     above the limit is scaled down the same way (the overlap keeps its proportion), never truncated by the model.
 
     Raises:
-        InvalidRequestError: unknown type, non-integer sizes, max outside 100–4096, overlap negative or above half
-            of max (``param`` names the field).
+        InvalidRequestError: unknown type or field, non-integer sizes, max outside 100–4096, overlap negative or
+            above half of max (``param`` names the field, ``code`` is OpenAI's, see :mod:`chalicelib.validation`).
     """
     if requested is None:
         requested = {"type": "auto"}
-    if not isinstance(requested, dict):
-        raise InvalidRequestError("chunking_strategy must be an object.", param=param)
-    kind = requested.get("type", "auto")
-    if kind == "auto":
+    strategy = validate_tagged(_STRATEGIES, requested, prefix=param)
+    if isinstance(strategy, _AutoChunking):
         max_tokens, overlap = DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
-    elif kind == "static":
-        static = requested.get("static")
-        if not isinstance(static, dict):
-            raise InvalidRequestError("chunking_strategy.static is required when type is 'static'.",
-                                      param=f"{param}.static")
-        max_tokens = _int_field(static, "max_chunk_size_tokens", DEFAULT_CHUNK_TOKENS, f"{param}.static")
-        overlap = _int_field(static, "chunk_overlap_tokens", DEFAULT_OVERLAP_TOKENS, f"{param}.static")
-        if not MIN_CHUNK_TOKENS <= max_tokens <= MAX_CHUNK_TOKENS:
-            raise InvalidRequestError(
-                f"max_chunk_size_tokens must be between {MIN_CHUNK_TOKENS} and {MAX_CHUNK_TOKENS}, got {max_tokens}.",
-                param=f"{param}.static.max_chunk_size_tokens",
-            )
-        if overlap < 0 or overlap > max_tokens // 2:
-            raise InvalidRequestError(
-                f"chunk_overlap_tokens must be between 0 and half of max_chunk_size_tokens ({max_tokens // 2}), "
-                f"got {overlap}.",
-                param=f"{param}.static.chunk_overlap_tokens",
-            )
     else:
-        raise InvalidRequestError(
-            f"Unknown chunking_strategy type {kind!r}; expected 'auto' or 'static'.", param=f"{param}.type"
-        )
+        max_tokens, overlap = strategy.static.max_chunk_size_tokens, strategy.static.chunk_overlap_tokens
+        if overlap > max_tokens // 2:
+            field = param_path(param, "static", "chunk_overlap_tokens")
+            raise InvalidRequestError(
+                f"Invalid '{field}': integer above maximum value. Expected a value <= {max_tokens // 2} (half of "
+                f"max_chunk_size_tokens), but got {overlap} instead.", param=field, code="integer_above_max_value")
     if max_tokens > embedder_max_tokens:
         overlap = min(overlap * embedder_max_tokens // max_tokens, embedder_max_tokens // 2)
         max_tokens = embedder_max_tokens
     return ChunkingStrategy(max_chunk_size_tokens=max_tokens, chunk_overlap_tokens=overlap)
-
-
-def _int_field(obj: dict[str, Any], key: str, default: int, param: str) -> int:
-    value = obj.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequestError(f"{key} must be an integer.", param=f"{param}.{key}")
-    return value
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from itertools import groupby
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from chalicelib import ids
 from chalicelib.config import Settings
@@ -40,7 +40,7 @@ from chalicelib.responses.tokens import messages_tokens
 from chalicelib.responses.turns import Chain, Summary, Turn
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.paging import Page
-from chalicelib.validation import validate
+from chalicelib.validation import RequestBody, validate
 from chalicelib.wire import Metadata
 
 __all__ = [
@@ -74,8 +74,7 @@ MUTUALLY_EXCLUSIVE = ("Mutually exclusive parameters. Ensure you are only provid
 TURN = "turn_"
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
+_Body = RequestBody  # unknown fields: 400 unknown_parameter, as on every route
 
 
 class CreateConversation(_Body):

@@ -64,7 +64,8 @@ def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
             out.append({"id": item.id or ids.new_id(FUNCTION_CALL), "type": "function_call", "status": "completed",
                         "call_id": item.call_id, "name": item.name, "arguments": item.arguments})
         elif isinstance(item, schemas.FunctionCallOutputItem):
-            output = item.output if isinstance(item.output, str) else [p.model_dump() for p in item.output]
+            output = item.output if isinstance(item.output, str) else [{"type": p.type, "text": p.text}
+                                                                       for p in item.output]
             out.append({"id": item.id or ids.new_id(FUNCTION_CALL_OUTPUT), "type": "function_call_output",
                         "status": "completed", "call_id": item.call_id, "output": output})
         else:

@@ -1,10 +1,15 @@
 """``POST /v1/responses`` request bodies as pydantic models (OPENAI-COMPAT.md §4; SDK ``response_create_params``).
 
-Unknown fields are ignored, types are strict. Input items are validated one by one (:func:`parse_input`) so
-errors name the item (``input.2.content.0.text``). What Engram does not implement is refused with a 400 naming the
-field rather than silently ignored: ``background``, ``prompt``, non-text ``text.format``, tools other than
-``file_search`` and ``function``, image/file input parts. ``conversation`` is checked by
-:func:`chalicelib.responses.conversations.requested`.
+Every field the official SDK may send is declared — used, or accepted and ignored (``reasoning``,
+``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``stream_options``, ``top_logprobs``,
+``text.verbosity`` ...) — and any other is a 400 ``unknown_parameter`` naming its path, nested objects included
+(``tools[0].frobnicate``), as OpenAI answers (:class:`chalicelib.validation.RequestBody`); types are strict. The
+input models also take every field of the SDK's output items, so ``input=previous.output`` replays unchanged.
+Input items are validated one by one (:func:`parse_input`) so errors name the item (``input[2].content[0].text``).
+What Engram does not implement is refused with a 400 naming the field rather than silently ignored: ``background``,
+``prompt``, non-text ``text.format``, tools other than ``file_search`` and ``function``,
+image/file input parts. ``conversation`` is checked by
+:func:`chalicelib.responses.conversations.requested`. Engram's extensions (``extra_body``): ``memory`` and ``agent``.
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from chalicelib.errors import InvalidRequestError
-from chalicelib.validation import validate
+from chalicelib.validation import RequestBody, param_path, supported_values, validate_tagged
 from chalicelib.wire import Metadata
 
 # OpenAI: file_search max_num_results is 1..50, echoed as 20 when unset (SPEC example).
@@ -37,15 +42,22 @@ MAX_MEMORY_TOP_K = 50
 ITEM_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # whole string: ITEM_ID.fullmatch
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
+_Body = RequestBody
+# A field accepted for the SDK's sake and not used: any JSON value.
+Ignored = Any
 
 
 class HybridSearch(_Body):
     """``ranking_options.hybrid_search``: both weights required when present."""
 
-    embedding_weight: float = Field(ge=0)
-    text_weight: float = Field(ge=0)
+    embedding_weight: float = Field(ge=0.0)
+    text_weight: float = Field(ge=0.0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> HybridSearch:
+        if self.embedding_weight + self.text_weight <= 0:
+            raise ValueError("the weights must not both be 0")
+        return self
 
 
 class FileSearchRanking(_Body):
@@ -81,6 +93,11 @@ class FunctionTool(_Body):
     description: str | None = Field(default=None, max_length=4096)
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    # Accepted, not used (SDK FunctionToolParam).
+    allowed_callers: list[str] | None = None
+    defer_loading: bool | None = None
+    output_schema: dict[str, Any] | None = None
+    run_async: bool | None = Field(default=None, alias="async")
 
     def echo(self) -> dict[str, Any]:
         """The tool as echoed (``strict`` defaults to true, as OpenAI's Responses API does)."""
@@ -119,6 +136,7 @@ class TextConfig(_Body):
     """``text``: ``{"format": {"type": "text"}}`` (``verbosity`` accepted and ignored)."""
 
     format: TextFormat = TextFormat(type="text")
+    verbosity: Literal["low", "medium", "high"] | None = None
 
 
 class CreateResponse(_Body):
@@ -146,12 +164,26 @@ class CreateResponse(_Body):
     user: str | None = Field(default=None, max_length=512)
     conversation: Any = None  # "conv_..." or {"id": "conv_..."}: see conversations.requested
     prompt: Any = None
+    # Accepted and not used (SDK ResponseCreateParamsBase): hints for OpenAI's own serving.
+    reasoning: dict[str, Any] | None = None
+    service_tier: str | None = Field(default=None, max_length=64)
+    stream_options: dict[str, Any] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    prompt_cache_options: Ignored = None
+    prompt_cache_retention: str | None = Field(default=None, max_length=64)
+    safety_identifier: str | None = Field(default=None, max_length=1024)
+    context_management: Ignored = None
+    moderation: Ignored = None
+    image: Ignored = None
+    background_options: Ignored = None
+    access_programs: Ignored = None
     # Engram extensions (extra_body): memory around the response, and an agent profile's defaults.
     memory: dict[str, Any] | bool | None = None  # checked as MemoryOptions by chalicelib.responses.memory
     agent: str | None = Field(default=None, max_length=128)
 
 
-class MemoryOptions(BaseModel):
+class MemoryOptions(RequestBody):
     """Engram's ``memory`` extension (a request's ``extra_body``, an agent profile's or a tenant's defaults): the
     scope (``user_id`` defaults to the request's ``user``; ``agent_id`` to the agent profile's id), whether to
     ``recall`` before the model answers and ``remember`` after, how many memories (``top_k``) scoring at least
@@ -159,8 +191,6 @@ class MemoryOptions(BaseModel):
     ``exchange_threshold``), and whether long histories are ``summarization``-condensed. Unset fields fall
     through to the next layer (request → agent → tenant → defaults: recall and remember on, 5 memories,
     threshold 0.3, exchanges on with seed 004's 0.65, summarization on)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     user_id: str | None = Field(default=None, min_length=1, max_length=128)
     agent_id: str | None = Field(default=None, min_length=1, max_length=128)
@@ -195,6 +225,7 @@ class InputText(_Body):
 
     type: Literal["input_text"]
     text: str
+    prompt_cache_breakpoint: Ignored = None  # accepted, not used
 
 
 class OutputText(_Body):
@@ -203,6 +234,7 @@ class OutputText(_Body):
     type: Literal["output_text"]
     text: str
     annotations: list[dict[str, Any]] = []
+    logprobs: list[Any] | None = None  # accepted, not used
 
 
 class Refusal(_Body):
@@ -222,26 +254,8 @@ class MessageItem(_Body):
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[ContentPart]
     id: ItemId | None = None
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _text_parts_only(cls, value: Any) -> Any:
-        # Checked here so errors name the part (pydantic would report the union's first member, "a string").
-        if isinstance(value, list):
-            for index, part in enumerate(value):
-                kind = part.get("type") if isinstance(part, dict) else None
-                field = _PART_TEXT_FIELD.get(kind) if isinstance(kind, str) else None
-                if field is None:
-                    raise ValueError(f"part {index} has type {str(kind)[:40]!r}; only text parts (input_text, "
-                                     "output_text, refusal) are supported")
-                if not isinstance(part.get(field), str):
-                    raise ValueError(f"part {index} ({kind}) needs a string '{field}'")
-        elif not isinstance(value, str):
-            raise ValueError("expected a string or a list of content parts")
-        return value
-
-
-_PART_TEXT_FIELD = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+    status: str | None = Field(default=None, max_length=64)  # accepted (a replayed output item), not used
+    phase: Ignored = None
 
 
 class FunctionCallItem(_Body):
@@ -252,6 +266,10 @@ class FunctionCallItem(_Body):
     name: str = Field(pattern=FUNCTION_NAME)
     arguments: str
     id: ItemId | None = None
+    status: str | None = Field(default=None, max_length=64)  # accepted, not used
+    caller: Ignored = None
+    namespace: Ignored = None
+    run_async: bool | None = Field(default=None, alias="async")
 
 
 class FunctionCallOutputItem(_Body):
@@ -261,12 +279,16 @@ class FunctionCallOutputItem(_Body):
     call_id: str = Field(min_length=1, max_length=128)
     output: str | list[InputText]
     id: ItemId | None = None
+    status: str | None = Field(default=None, max_length=64)  # accepted, not used
+    caller: Ignored = None
+    name: Ignored = None
+    namespace: Ignored = None
 
 
 class FileSearchResultItem(_Body):
     """One entry of a replayed ``file_search_call.results``."""
 
-    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=False, defer_build=True)
 
     file_id: str | None = None
     filename: str | None = None
@@ -300,10 +322,11 @@ def parse_tools(value: list[dict[str, Any]] | None) -> list[Tool]:
     """The request's ``tools``, typed.
 
     Raises:
-        InvalidRequestError: a tool type other than ``file_search``/``function`` (``param`` ``tools.<i>.type``) or
-            an invalid tool (``param`` e.g. ``tools.0.max_num_results``).
+        InvalidRequestError: a tool type other than ``file_search``/``function`` (``param`` ``tools[i].type``) or
+            an invalid tool (``param`` e.g. ``tools[0].max_num_results``).
     """
-    return [_one_of(_TOOL_MODELS, raw, f"tools.{index}", "tools") for index, raw in enumerate(value or [])]
+    return [validate_tagged(_TOOL_MODELS, raw, prefix=param_path("tools", index))
+            for index, raw in enumerate(value or [])]
 
 
 def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
@@ -314,25 +337,11 @@ def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
         InvalidRequestError: anything else (``param`` ``tool_choice`` or a field of it).
     """
     if value is None or isinstance(value, dict):
-        return None if value is None else _one_of(_CHOICE_MODELS, value, "tool_choice", "tool choices")
+        return None if value is None else validate_tagged(_CHOICE_MODELS, value, prefix="tool_choice")
     if value in TOOL_CHOICE_OPTIONS:
         return value
-    raise InvalidRequestError(f"Invalid 'tool_choice': expected one of {', '.join(TOOL_CHOICE_OPTIONS)} or an "
-                              "object.", param="tool_choice", code="invalid_value")
-
-
-def _one_of(models: dict[str, type[BaseModel]], raw: Any, path: str, what: str) -> Any:
-    kind = raw.get("type", "message") if isinstance(raw, dict) else None
-    model = models.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        raise InvalidRequestError(f"Invalid '{path}.type': {str(kind)[:40]!r} is not supported here; supported "
-                                  f"{what}: {', '.join(models)}.", param=f"{path}.type", code="invalid_value")
-    try:
-        return validate(model, raw)
-    except InvalidRequestError as exc:
-        param = path + (f".{exc.param}" if exc.param else "")
-        message = exc.message.replace(f"'{exc.param}'", f"'{param}'") if exc.param else exc.message
-        raise InvalidRequestError(message, param=param, code=exc.code) from None
+    raise InvalidRequestError(f"Invalid value: {value[:64]!r}. Supported values are: 'auto', 'none', and "
+                              "'required' (or an object naming a tool).", param="tool_choice", code="invalid_value")
 
 
 def parse_input(value: str | list[dict[str, Any]], *, param: str = "input",
@@ -342,27 +351,30 @@ def parse_input(value: str | list[dict[str, Any]], *, param: str = "input",
 
     Raises:
         InvalidRequestError: an empty list, more than ``max_items`` items, an item of an unsupported type, or an
-            invalid item (``param`` is the item's path, e.g. ``input.1.call_id``).
+            invalid item (``param`` is the item's path, e.g. ``input[1].call_id``).
     """
     if isinstance(value, str):
         return [MessageItem(role="user", content=value)]
     if not value:
-        raise InvalidRequestError(f"Invalid '{param}': expected at least one item.", param=param, code="empty_array")
+        raise InvalidRequestError(f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got "
+                                  "an empty array instead.", param=param, code="empty_array")
     if len(value) > max_items:
         raise InvalidRequestError(f"Invalid '{param}': array too long. Expected an array with maximum length "
                                   f"{max_items}, but got an array with length {len(value)} instead.", param=param,
                                   code="array_above_max_length")
-    return [_one_of(_ITEM_MODELS, raw, f"{param}.{index}", "input items") for index, raw in enumerate(value)]
+    return [validate_tagged(_ITEM_MODELS, raw, prefix=param_path(param, index), default="message")
+            for index, raw in enumerate(value)]
 
 
 def include_results(include: list[str] | None) -> bool:
     """Whether ``include`` (a request's or a query's values) asks for ``file_search_call.results``.
 
     Raises:
-        InvalidRequestError: (400, ``include.<i>``) a value that is not one of :data:`INCLUDABLE`.
+        InvalidRequestError: (400, ``include[<i>]``, ``invalid_value``) a value that is not one of :data:`INCLUDABLE`.
     """
     for i, value in enumerate(include or []):
         if value not in INCLUDABLE:
-            raise InvalidRequestError(f"Invalid 'include.{i}': {value[:80]!r} is not a supported value.",
-                                      param=f"include.{i}", code="invalid_value")
+            raise InvalidRequestError(f"Invalid value: {value[:80]!r}. Supported values are: "
+                                      f"{supported_values(sorted(INCLUDABLE))}.",
+                                      param=param_path("include", i), code="invalid_value")
     return FILE_SEARCH_RESULTS in (include or [])

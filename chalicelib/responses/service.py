@@ -32,6 +32,7 @@ from chalicelib.responses.tokens import messages_tokens
 from chalicelib.responses.turns import Chain
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.paging import Page
+from chalicelib.validation import param_path
 
 logger = logging.getLogger("engram.responses")
 
@@ -182,11 +183,11 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
-    backend = deps.chat_backend(req.model, settings)
     searcher = None
-    if file_search_tool is not None:
+    if file_search_tool is not None:  # its filters and stores are the request's: checked before the backend
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
         searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
+    backend = deps.chat_backend(req.model, settings)
     chain = _continued(settings, tenant_id, req.previous_response_id, conversation_id, new_items)
     thread_id = conversation_id
     if thread_id is None and req.previous_response_id is not None and chain is not None:
@@ -287,7 +288,8 @@ def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, l
     for i, name in enumerate(names):
         if name == items.FILE_SEARCH_TOOL or name in names[:i]:
             raise InvalidRequestError(f"Duplicate or reserved function name {name!r}.",
-                                      param=f"tools.{parsed.index(functions[i])}.name", code="invalid_value")
+                                      param=param_path("tools", parsed.index(functions[i]), "name"),
+                                      code="invalid_value")
     return (searches[0] if searches else None), functions
 
 
@@ -302,16 +304,17 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
         return choice or "auto"
     if choice == "required":
         if file_search_tool is None and not functions:
-            raise InvalidRequestError("tool_choice 'required' needs at least one tool.", param="tool_choice")
+            raise InvalidRequestError("tool_choice 'required' needs at least one tool.", param="tool_choice",
+                                      code="invalid_value")
         return "required"
     if isinstance(choice, schemas.ToolChoiceFileSearch):
         if file_search_tool is None:
             raise InvalidRequestError("tool_choice names file_search, but no file_search tool is given.",
-                                      param="tool_choice")
+                                      param="tool_choice", code="invalid_value")
         return {"name": items.FILE_SEARCH_TOOL}
     if choice.name not in {f.name for f in functions}:
         raise InvalidRequestError(f"tool_choice names function {choice.name!r}, which is not among 'tools'.",
-                                  param="tool_choice.name")
+                                  param="tool_choice.name", code="invalid_value")
     return {"name": choice.name}
 
 

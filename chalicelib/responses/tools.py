@@ -22,6 +22,7 @@ from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import vector_stores
 from chalicelib.store.db import tenant_connection
 from chalicelib.store.vector_stores import VectorStore
+from chalicelib.validation import param_path
 from chalicelib.wire import FileSearchResult
 
 MAX_QUERIES_PER_CALL = 5  # queries the model may send in one call (more are ignored)
@@ -73,12 +74,12 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
         InvalidRequestError: (400) a malformed store id, an expired store, a store of another embedding model,
             invalid ``filters``.
         NotFoundError: (404) a store id the tenant does not have; ``param`` names it
-            (``tools.<index>.vector_store_ids``).
+            (``tools[<index>].vector_store_ids[<j>]``).
     """
-    param = f"tools.{index}.vector_store_ids"
-    for store_id in tool.vector_store_ids:
-        ids.validate_id(store_id, ids.VECTOR_STORE, param=param)
-    compile_filter(tool.filters, param=f"tools.{index}.filters")
+    field = param_path("tools", index, "vector_store_ids")
+    for position, store_id in enumerate(tool.vector_store_ids):
+        ids.validate_id(store_id, ids.VECTOR_STORE, param=param_path(field, position))
+    compile_filter(tool.filters, param=param_path("tools", index, "filters"))
     embedder = deps.embedder(settings)
     stores = []
     with tenant_connection(settings, tenant_id) as conn:
@@ -88,15 +89,13 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
                 vector_stores.require_active(store, datetime.now(UTC))
                 vector_stores.check_embedding(store, embedder.model, embedder.dimension)
             except (NotFoundError, InvalidRequestError) as exc:
+                param = param_path(field, tool.vector_store_ids.index(store_id))
                 raise type(exc)(exc.message, param=param, code=exc.code) from None
             stores.append(store)
     ranking = tool.ranking_options
     options = RankingOptions()
     if ranking is not None:
         weights = ranking.hybrid_search
-        if weights is not None and weights.embedding_weight + weights.text_weight <= 0:
-            raise InvalidRequestError("hybrid_search weights must not both be 0.",
-                                      param=f"tools.{index}.ranking_options.hybrid_search")
         options = RankingOptions(ranker=ranking.ranker, score_threshold=ranking.score_threshold,
                                  embedding_weight=weights.embedding_weight if weights else 1.0,
                                  text_weight=weights.text_weight if weights else 1.0)

@@ -4,8 +4,10 @@ Grammar (OpenAI vector-store search ``filters``, OPENAI-COMPAT.md §2):
     comparison := {"type": "eq"|"ne"|"gt"|"gte"|"lt"|"lte"|"in"|"nin", "key": str,
                    "value": str|number|bool|[str|number]}
     compound   := {"type": "and"|"or", "filters": [comparison|compound, ...]}
-``type`` defaults to ``eq`` for a comparison. Keys and values only ever travel as query parameters; the SQL text
-is built from fixed fragments, so no key or value can change the statement.
+``type`` is required (as in the SDK's ``ComparisonFilter``); a field outside the grammar is refused
+(``unknown_parameter``). Errors carry OpenAI's codes (:mod:`chalicelib.validation`). Keys and values only ever
+travel as query parameters; the SQL text is built from fixed fragments, so no key or value can change the
+statement.
 
 Semantics: ``eq``/``in`` need the key present with an equal JSON value (numbers compare numerically);
 ``ne``/``nin`` also match chunks without the key; ``gt gte lt lte`` compare numbers with numbers and strings with
@@ -21,6 +23,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from chalicelib.errors import InvalidRequestError
+from chalicelib.validation import invalid_type, param_path, supported_values, unknown_parameter
 
 # OpenAI: attribute keys are strings of at most 64 characters; at most 16 attributes per file.
 MAX_KEY_LENGTH = 64
@@ -30,6 +33,10 @@ MAX_IN_VALUES = 256
 MAX_STRING_VALUE = 512  # characters; OpenAI attribute string values are at most 512
 
 _COMPARE = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_TYPES = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "and", "or")
+# The fields of each kind of filter (SDK ComparisonFilter, CompoundFilter); any other is a 400 unknown_parameter.
+_COMPARISON_FIELDS = frozenset({"type", "key", "value"})
+_COMPOUND_FIELDS = frozenset({"type", "filters"})
 
 
 class CompiledFilter:
@@ -59,44 +66,58 @@ def compile_filter(filters: Any, *, param: str = "filters", column: str = "attri
 def _compile(node: Any, path: str, depth: int, counter: itertools.count, params: dict[str, Any],
              budget: list[int], column: sql.Identifier) -> sql.Composable:
     if not isinstance(node, dict):
-        raise InvalidRequestError(f"Invalid '{path}': expected an object.", param=path)
-    kind = node.get("type", "eq")
+        raise invalid_type(path, "an object", node)
+    if "type" not in node:
+        raise InvalidRequestError(f"Missing required parameter: '{path}.type'.", param=f"{path}.type",
+                                  code="missing_required_parameter")
+    kind = node["type"]
     if not isinstance(kind, str):
-        raise InvalidRequestError(f"Invalid '{path}.type': expected a string (eq, ne, gt, gte, lt, lte, in, nin, and, "
-                                  "or).", param=f"{path}.type")
+        raise invalid_type(f"{path}.type", "a string", kind)
+    if kind not in _TYPES:
+        raise InvalidRequestError(f"Invalid value: {kind[:64]!r}. Supported values are: {supported_values(_TYPES)}.",
+                                  param=f"{path}.type", code="invalid_value")
+    allowed = _COMPOUND_FIELDS if kind in ("and", "or") else _COMPARISON_FIELDS
+    for name in node:
+        if name not in allowed:
+            raise unknown_parameter(param_path(path, name))
     if kind in ("and", "or"):
         if depth >= MAX_DEPTH:
-            raise InvalidRequestError(f"Invalid '{path}': filters nest deeper than {MAX_DEPTH} levels.", param=path)
-        children = node.get("filters")
-        if not isinstance(children, list) or not children:
-            raise InvalidRequestError(f"Invalid '{path}.filters': expected a non-empty array.", param=f"{path}.filters")
+            raise InvalidRequestError(f"Invalid '{path}': filters nest deeper than {MAX_DEPTH} levels.", param=path,
+                                      code="invalid_value")
+        if "filters" not in node:
+            raise InvalidRequestError(f"Missing required parameter: '{path}.filters'.", param=f"{path}.filters",
+                                      code="missing_required_parameter")
+        children = node["filters"]
+        if not isinstance(children, list):
+            raise invalid_type(f"{path}.filters", "an array", children)
+        if not children:
+            raise InvalidRequestError(f"Invalid '{path}.filters': empty array. Expected an array with minimum length "
+                                      "1, but got an empty array instead.", param=f"{path}.filters",
+                                      code="empty_array")
         parts = [_compile(child, f"{path}.filters[{i}]", depth + 1, counter, params, budget, column)
                  for i, child in enumerate(children)]
         joiner = sql.SQL(" AND " if kind == "and" else " OR ")
         return sql.SQL("({})").format(joiner.join(parts))
-    if kind not in ("eq", "ne", "in", "nin") and kind not in _COMPARE:
-        raise InvalidRequestError(
-            f"Invalid '{path}.type': {kind!r} is not one of eq, ne, gt, gte, lt, lte, in, nin, and, or.",
-            param=f"{path}.type")
     budget[0] -= 1
     if budget[0] < 0:
-        raise InvalidRequestError(f"Invalid '{path}': more than {MAX_CONDITIONS} conditions.", param=path)
-    key = node.get("key")
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
-        raise InvalidRequestError(f"Invalid '{path}.key': expected a string of 1–{MAX_KEY_LENGTH} characters.",
-                                  param=f"{path}.key")
+        raise InvalidRequestError(f"Invalid '{path}': more than {MAX_CONDITIONS} conditions.", param=path,
+                                  code="invalid_value")
+    _check_key(node, path)
     if "value" not in node:
-        raise InvalidRequestError(f"Missing '{path}.value'.", param=f"{path}.value")
-    value = node["value"]
+        raise InvalidRequestError(f"Missing required parameter: '{path}.value'.", param=f"{path}.value",
+                                  code="missing_required_parameter")
+    key, value = node["key"], node["value"]
     n = next(counter)
     key_ph = sql.Placeholder(f"fk{n}")
     params[f"fk{n}"] = key
     field = sql.SQL("({} -> {})").format(column, key_ph)
     if kind in ("in", "nin"):
-        if not isinstance(value, list) or len(value) > MAX_IN_VALUES:
-            raise InvalidRequestError(f"Invalid '{path}.value': '{kind}' needs an array of at most {MAX_IN_VALUES} "
-                                      "values.",
-                                      param=f"{path}.value")
+        if not isinstance(value, list):
+            raise invalid_type(f"{path}.value", f"an array ('{kind}' compares with a list of values)", value)
+        if len(value) > MAX_IN_VALUES:
+            raise InvalidRequestError(f"Invalid '{path}.value': array too long. Expected an array with maximum length "
+                                      f"{MAX_IN_VALUES}, but got an array with length {len(value)} instead.",
+                                      param=f"{path}.value", code="array_above_max_length")
         for i, item in enumerate(value):
             _check_scalar(item, f"{path}.value[{i}]", allow_bool=False)
         params[f"fv{n}"] = [Jsonb(item) for item in value]
@@ -109,7 +130,7 @@ def _compile(node: Any, path: str, depth: int, counter: itertools.count, params:
         return test if kind == "eq" else sql.SQL("NOT coalesce({}, false)").format(test)
     if isinstance(value, bool):
         raise InvalidRequestError(f"Invalid '{path}.value': '{kind}' compares numbers or strings, not booleans.",
-                                  param=f"{path}.value")
+                                  param=f"{path}.value", code="invalid_value")
     op = sql.SQL(_COMPARE[kind])
     params[f"fv{n}"] = value
     if isinstance(value, str):
@@ -119,20 +140,42 @@ def _compile(node: Any, path: str, depth: int, counter: itertools.count, params:
         f=field, c=column, k=key_ph, op=op, v=sql.Placeholder(f"fv{n}"))
 
 
+def _check_key(node: dict[str, Any], path: str) -> None:
+    param = f"{path}.key"
+    if "key" not in node:
+        raise InvalidRequestError(f"Missing required parameter: '{param}'.", param=param,
+                                  code="missing_required_parameter")
+    key = node["key"]
+    if not isinstance(key, str):
+        raise invalid_type(param, "a string", key)
+    if not key:
+        raise InvalidRequestError(f"Invalid '{param}': empty string. Expected a string with minimum length 1, but got "
+                                  "an empty string instead.", param=param, code="empty_string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidRequestError(f"Invalid '{param}': string too long. Expected a string with maximum length "
+                                  f"{MAX_KEY_LENGTH}, but got a string with length {len(key)} instead.", param=param,
+                                  code="string_above_max_length")
+    if "\x00" in key:
+        raise InvalidRequestError(f"Invalid '{param}': NUL characters are not allowed.", param=param,
+                                  code="invalid_value")
+
+
 def _check_scalar(value: Any, path: str, *, allow_bool: bool) -> None:
     if isinstance(value, bool):
         if allow_bool:
             return
-        raise InvalidRequestError(f"Invalid '{path}': expected a string or number.", param=path)
+        raise invalid_type(path, "a string or a number", value)
     if isinstance(value, str):
         if len(value) > MAX_STRING_VALUE:
-            raise InvalidRequestError(f"Invalid '{path}': strings are limited to {MAX_STRING_VALUE} characters.",
-                                      param=path)
+            raise InvalidRequestError(f"Invalid '{path}': string too long. Expected a string with maximum length "
+                                      f"{MAX_STRING_VALUE}, but got a string with length {len(value)} instead.",
+                                      param=path, code="string_above_max_length")
         if "\x00" in value:
-            raise InvalidRequestError(f"Invalid '{path}': NUL characters are not allowed.", param=path)
+            raise InvalidRequestError(f"Invalid '{path}': NUL characters are not allowed.", param=path,
+                                      code="invalid_value")
         return
     if isinstance(value, (int, float)):
         if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidRequestError(f"Invalid '{path}': expected a finite number.", param=path)
+            raise InvalidRequestError(f"Invalid '{path}': expected a finite number.", param=path, code="invalid_value")
         return
-    raise InvalidRequestError(f"Invalid '{path}': expected a string, number or boolean.", param=path)
+    raise invalid_type(path, "a string, a number or a boolean" if allow_bool else "a string or a number", value)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
+from pydantic import Field, model_validator
 
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
@@ -32,13 +33,13 @@ from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
 from chalicelib.store.db import one
 from chalicelib.store.vector_stores import VectorStore, check_embedding
+from chalicelib.validation import RequestBody, validate
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
 MAX_RESULTS_API = 50
 MAX_RESULTS_INTERNAL = 1000
 # Each leg retrieves at least this many candidates before fusion.
 MIN_CANDIDATES = 100
-RANKERS = ("auto", "default-2024-11-15", "none")
 
 _INDEXED_ROWS = "SELECT coalesce(sum(chunk_count), 0) FROM vector_stores WHERE embedding_dim = %s"
 # The filename: from files (the caller's own files), else from shared_store_files (a shared store's, which the
@@ -81,42 +82,40 @@ class SearchHit:
     char_end: int
 
 
+class _Weights(RequestBody):
+    """``ranking_options.hybrid_search``: the weight of each leg (≥ 0, not both 0; 1 each when absent)."""
+
+    embedding_weight: float = Field(default=1.0, ge=0.0)
+    text_weight: float = Field(default=1.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> _Weights:
+        if self.embedding_weight + self.text_weight <= 0:
+            raise ValueError("the weights must not both be 0")
+        return self
+
+
+class _Ranking(RequestBody):
+    """``ranking_options`` of ``POST /vector_stores/{id}/search``: OpenAI's ``ranker`` and ``score_threshold``,
+    and Engram's ``hybrid_search`` weights (as on the Responses ``file_search`` tool)."""
+
+    ranker: Literal["auto", "default-2024-11-15", "none"] = "auto"
+    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    hybrid_search: _Weights | None = None
+
+
 def parse_ranking_options(raw: Any, *, param: str = "ranking_options") -> RankingOptions:
     """Validate an OpenAI ``ranking_options`` object (None → defaults).
 
     Raises:
-        InvalidRequestError: unknown ranker, threshold outside [0, 1], bad or all-zero weights.
+        InvalidRequestError: unknown ranker or field, threshold outside [0, 1], bad or all-zero weights
+            (``param`` names the field, e.g. ``ranking_options.hybrid_search.text_weight``).
     """
     if raw is None:
         return RankingOptions()
-    if not isinstance(raw, dict):
-        raise InvalidRequestError("ranking_options must be an object.", param=param)
-    ranker = raw.get("ranker", "auto")
-    if ranker not in RANKERS:
-        raise InvalidRequestError(f"ranker must be one of {', '.join(RANKERS)}.", param=f"{param}.ranker")
-    threshold = _number(raw.get("score_threshold", 0.0), f"{param}.score_threshold")
-    if not 0.0 <= threshold <= 1.0:
-        raise InvalidRequestError("score_threshold must be between 0 and 1.", param=f"{param}.score_threshold")
-    hybrid = raw.get("hybrid_search")
-    embedding_weight = text_weight = 1.0
-    if hybrid is not None:
-        if not isinstance(hybrid, dict):
-            raise InvalidRequestError("hybrid_search must be an object.", param=f"{param}.hybrid_search")
-        embedding_weight = _number(hybrid.get("embedding_weight", 1.0), f"{param}.hybrid_search.embedding_weight")
-        text_weight = _number(hybrid.get("text_weight", 1.0), f"{param}.hybrid_search.text_weight")
-        if embedding_weight < 0 or text_weight < 0 or embedding_weight + text_weight <= 0:
-            raise InvalidRequestError("hybrid_search weights must be ≥ 0 and not both 0.",
-                                      param=f"{param}.hybrid_search")
-    return RankingOptions(ranker, threshold, embedding_weight, text_weight)
-
-
-def _number(value: Any, param: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise InvalidRequestError(f"{param.rsplit('.', 1)[-1]} must be a number.", param=param)
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float range (JSON allows any number of digits)
-        raise InvalidRequestError(f"{param.rsplit('.', 1)[-1]} is out of range.", param=param) from None
+    ranking = validate(_Ranking, raw, prefix=param)
+    weights = ranking.hybrid_search or _Weights()
+    return RankingOptions(ranking.ranker, ranking.score_threshold, weights.embedding_weight, weights.text_weight)
 
 
 def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore], query: str | Sequence[str], *,
@@ -137,14 +136,17 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     """
     queries = [query] if isinstance(query, str) else list(query)
     if not queries or any(not isinstance(q, str) or not q.strip() for q in queries):
-        raise InvalidRequestError("query must be a non-empty string or a list of non-empty strings.", param="query")
+        raise InvalidRequestError("Invalid 'query': expected a non-empty string or a list of non-empty strings.",
+                                  param="query", code="invalid_value")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_results:
-        raise InvalidRequestError(f"max_num_results must be between 1 and {max_results}.", param="max_num_results")
+        raise InvalidRequestError(f"Invalid 'max_num_results': expected an integer between 1 and {max_results}.",
+                                  param="max_num_results", code="invalid_value")
     if not stores:
         return []
     for store in stores:
         if store.tenant_id != tenant_id and not store.shared:  # defence in depth: callers load stores by tenant
-            raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids")
+            raise InvalidRequestError("vector store does not belong to the caller.", param="vector_store_ids",
+                                      code="invalid_value")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
     (indexed,) = one(conn.execute(_INDEXED_ROWS, (embedder.dimension,)))

@@ -124,7 +124,7 @@ def test_missing_file_is_400(client):
 def test_malformed_id_is_400(client, call):
     with pytest.raises(openai.BadRequestError) as exc:
         getattr(client.files, call)("abc")
-    assert exc.value.param == "file_id" and exc.value.code == "invalid_id"
+    assert exc.value.param == "file_id" and exc.value.code == "invalid_value"
 
 
 @pytest.mark.parametrize("call", ["retrieve", "content", "delete"])

@@ -125,7 +125,8 @@ def test_deleting_a_store_keeps_its_files(client):
 def test_malformed_store_id_is_400(client, call):
     with pytest.raises(openai.BadRequestError) as exc:
         getattr(client.vector_stores, call)("abc")
-    assert exc.value.param == "vector_store_id" and exc.value.code == "invalid_id"
+    assert exc.value.param == "vector_store_id" and exc.value.code == "invalid_value"
+    assert exc.value.body["message"] == "Invalid 'vector_store_id': 'abc'. Expected an ID that begins with 'vs'."
 
 
 def test_unknown_store_id_is_404(client):
@@ -171,12 +172,39 @@ def test_metadata_at_the_limits_is_accepted(client):
     assert store.metadata == metadata
 
 
-def test_unknown_body_fields_are_ignored(client):
-    store = client.vector_stores.create(name="extras", extra_body={"embedding_model": "x", "provider_id": "y",
-                                                                   "embedding_dimension": 7})
-    assert store.name == "extras"
-    updated = client.vector_stores.update(store.id, name="extras2", extra_body={"provider_id": "y"})
-    assert updated.name == "extras2"
+def test_unknown_body_fields_are_refused(make_client):
+    """OpenAI answers 400 ``unknown_parameter`` to a field it does not know (the SDK's ``extra_body`` sends them
+    as they are), naming it; nothing is created."""
+    client = _tenant_client(make_client)
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.vector_stores.create(name="extras", extra_body={"embedding_model": "x"})
+    assert (exc.value.code, exc.value.param) == ("unknown_parameter", "embedding_model")
+    assert exc.value.body["message"] == "Unknown parameter: 'embedding_model'."
+    assert _count(client) == 0
+    store = client.vector_stores.create(name="plain")
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.vector_stores.update(store.id, name="renamed", extra_body={"expires_after": {
+            "anchor": "last_active_at", "days": 2, "hours": 3}})
+    assert (exc.value.code, exc.value.param) == ("unknown_parameter", "expires_after.hours")
+    assert client.vector_stores.retrieve(store.id).name == "plain"
+
+
+def test_every_field_the_sdk_sends_is_accepted(make_client):
+    client = _tenant_client(make_client)
+    good = _upload(client, "sdk.txt", "Every documented field, at once.")
+    store = client.vector_stores.create(
+        name="documented", description="not echoed", file_ids=[good], metadata={"k": "v"},
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 20}},
+        expires_after={"anchor": "last_active_at", "days": 3})
+    assert store.name == "documented" and store.metadata == {"k": "v"}
+    updated = client.vector_stores.update(store.id, name=None, metadata=None,
+                                          expires_after={"anchor": "last_active_at", "days": 4})
+    assert updated.expires_after is not None and updated.expires_after.days == 4
+    page = client.vector_stores.search(store.id, query=["documented", "field"], max_num_results=3,
+                                       rewrite_query=False, ranking_options={"ranker": "none", "score_threshold": 0},
+                                       filters={"type": "or", "filters": [{"type": "eq", "key": "k", "value": 1},
+                                                                         {"type": "nin", "key": "k", "value": [2]}]})
+    assert page.search_query == ["documented", "field"]
 
 
 @pytest.mark.parametrize("expires_after", [
@@ -199,15 +227,14 @@ def test_nonexistent_file_id_creates_nothing(make_client):
     assert _count(client) == 1
     with pytest.raises(openai.NotFoundError) as exc:
         client.vector_stores.create(name="rejected", file_ids=[good, UNKNOWN_FILE_ID])
-    # The unknown file is named "file_id" (the 400 for a malformed one says "file_ids"); either identifies it.
-    assert exc.value.param is not None and exc.value.param.startswith("file_id")
+    assert exc.value.param == "file_ids[1]"
     assert UNKNOWN_FILE_ID in exc.value.message
     assert _count(client) == 1
     assert [s.name for s in client.vector_stores.list()] == ["existing"]
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"file_ids": ["abc"]}, "file_ids"),
+    ({"file_ids": ["abc"]}, "file_ids[0]"),
     ({"file_ids": ["file-ok"], "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 50,
                                                                                   "chunk_overlap_tokens": 0}}},
      "chunking_strategy"),

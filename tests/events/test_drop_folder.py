@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from chalicelib.store.db import connect
 from tests.events import state
 from tests.events.conftest import BUCKET, EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, INGEST_QUEUE
@@ -194,6 +196,48 @@ def test_sidecar_before_and_after_its_file(harness, pipeline_settings, hashing_e
     harness.drain()
     assert state.files(pipeline_settings)[("acme", "meta", "late.txt")]["attributes"] == {}
     assert ("acme", "meta", "early.txt.metadata.json") not in state.files(pipeline_settings)  # never a file
+
+
+@pytest.mark.parametrize("name, sidecar", [
+    ("nan", b'{"metadataAttributes": {"year": NaN}}'),
+    ("infinity", b'{"metadataAttributes": {"year": -Infinity}}'),
+    ("huge", b'{"metadataAttributes": {"year": 1e400}}'),
+    ("huge-typed", b'{"metadataAttributes": {"year": {"value": {"type": "NUMBER", "numberValue": -1e400}}}}'),
+    ("nul-value", b'{"metadataAttributes": {"genre": "a\\u0000b"}}'),
+    ("nul-key", b'{"metadataAttributes": {"gen\\u0000re": "x"}}'),
+    ("surrogate", b'{"metadataAttributes": {"genre": "\\udc00"}}'),
+    ("nested", b'{"metadataAttributes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+])
+def test_a_sidecar_the_database_cannot_hold_is_invalid_metadata_at_once(harness, pipeline_settings, name, sidecar):
+    """NaN, 1e400 (infinity), NUL or a lone surrogate would fail the jsonb write on every redelivery (retried for
+    the queue's whole receive budget, then reported as something else, while the file went in without its
+    attributes and without a word). They are the sidecar's fault: recorded as invalid_metadata on the first
+    delivery, never retried; the attributes a good sidecar set before stay."""
+    folder = f"acme/hostile-{name}"
+    harness.put(f"{folder}/doc.txt.metadata.json", json.dumps({"metadataAttributes": {"genre": "report"}}).encode())
+    harness.put(f"{folder}/doc.txt", b"a document whose sidecar turns hostile")
+    harness.drain()
+    assert state.files(pipeline_settings)[("acme", f"hostile-{name}", "doc.txt")]["attributes"] == {"genre": "report"}
+    harness.put(f"{folder}/doc.txt.metadata.json", sidecar)
+    deliveries = harness.drain()
+    assert deliveries and not [d for d in deliveries if d.failed_ids]  # handled on the first receive
+    assert harness.depth(INGEST_QUEUE) == harness.depth(INGEST_DLQ) == 0
+    with connect(pipeline_settings) as conn:
+        rows = conn.execute("SELECT code, message FROM drop_errors WHERE key = %s",
+                            (f"{folder}/doc.txt.metadata.json",)).fetchall()
+    assert [code for code, _ in rows] == ["invalid_metadata"], rows
+    assert "Invalid sidecar metadata" in rows[0][1]
+    file = state.files(pipeline_settings)[("acme", f"hostile-{name}", "doc.txt")]
+    assert file["status"] == "completed" and file["attributes"] == {"genre": "report"}
+    # A file whose only sidecar is hostile goes in with no attributes, and the error says why.
+    harness.put(f"{folder}/fresh.txt.metadata.json", sidecar)
+    harness.put(f"{folder}/fresh.txt", b"a document whose sidecar was always hostile")
+    deliveries = harness.drain()
+    assert not [d for d in deliveries if d.failed_ids]
+    assert state.files(pipeline_settings)[("acme", f"hostile-{name}", "fresh.txt")]["attributes"] == {}
+    with connect(pipeline_settings) as conn:
+        assert conn.execute("SELECT code FROM drop_errors WHERE key = %s",
+                            (f"{folder}/fresh.txt.metadata.json",)).fetchall() == [("invalid_metadata",)]
 
 
 def test_bad_keys_leave_visible_errors(harness, pipeline_settings, monkeypatch):

@@ -5,6 +5,7 @@ validation. The fake's queue and recorded requests are cleared before every test
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -48,3 +49,18 @@ def configure(server, api_settings):  # noqa: F811 (the compat server fixture, i
 
     yield apply
     deps.set_settings(api_settings)
+
+
+@pytest.fixture(scope="module")
+def front(server):  # noqa: F811 (the compat server fixture, imported above)
+    """The standalone streaming front (WSGI, threaded wsgiref) on a free port, sharing the server's settings;
+    yields its ``/v1`` root."""
+    from chalicelib.api import streaming_front
+
+    wsgi = streaming_front.build_server("127.0.0.1", 0)
+    thread = threading.Thread(target=wsgi.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{wsgi.server_port}/v1"
+    wsgi.shutdown()
+    wsgi.server_close()
+    thread.join(5)

@@ -133,17 +133,21 @@ def test_another_tenants_responses_are_not_found(make_client, fake, api_settings
 
 @pytest.mark.parametrize("extra, param", [
     ({"previous_response_id": "msg_123"}, "previous_response_id"),
-    ({"tools": [{"type": "web_search"}]}, "tools.0.type"),
-    ({"tools": [{"type": "file_search", "vector_store_ids": ["nope"]}]}, "tools.0.vector_store_ids"),
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{"type": "file_search", "vector_store_ids": ["nope"]}]}, "tools[0].vector_store_ids[0]"),
     ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_x"], "max_num_results": 51}]},
-     "tools.0.max_num_results"),
+     "tools[0].max_num_results"),
     ({"tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}},
      "tool_choice.name"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"include": ["bogus"]}, "include.0"),
+    ({"include": ["bogus"]}, "include[0]"),
     ({"background": True}, "background"),
     ({"max_tool_calls": 0}, "max_tool_calls"),
     ({"text": {"format": {"type": "json_object"}}}, "text.format.type"),
+    ({"extra_body": {"top_k": 5}}, "top_k"),
+    ({"tools": [{"type": "function", "name": "f", "frobnicate": True}]}, "tools[0].frobnicate"),
+    ({"input": [{"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "input_text", "text": 5}]}]},
+     "input[1].content[0].text"),
     ({"input": [{"type": "function_call_output", "call_id": "call_1", "output": "x"}]}, "input"),
 ])
 def test_invalid_requests_are_400_naming_the_field(client, fake, extra, param):
@@ -159,7 +163,7 @@ def test_unknown_vector_store_is_404_naming_the_tool(client, fake):
     with pytest.raises(openai.NotFoundError) as caught:
         client.responses.create(model="fake-model", input="hi",
                                 tools=[{"type": "file_search", "vector_store_ids": ["vs_0000000000unknownstore1"]}])
-    assert caught.value.body["param"] == "tools.0.vector_store_ids"
+    assert caught.value.body["param"] == "tools[0].vector_store_ids[0]"
 
 
 def test_without_a_backend_the_error_names_the_setting(client, configure):

@@ -103,7 +103,7 @@ def test_created_items_keep_their_ids_and_every_item_type(client):
     assert next(i for i in included if i.type == "file_search_call").results[0].filename == "oslo.txt"
     with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.items.list(conv.id, include=["nonsense"])
-    assert caught.value.body["param"] == "include.0"
+    assert caught.value.body["param"] == "include[0]"
 
 
 # ---- items: pagination, the 20-item limit, duplicates ----
@@ -148,7 +148,7 @@ def test_at_most_twenty_items_at_a_time(client):
     assert caught.value.body["param"] == "items" and caught.value.body["code"] == "empty_array"
     with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.items.create(conv.id, items=[user("ok"), {"type": "reasoning", "summary": []}])
-    assert caught.value.body["param"] == "items.1.type"
+    assert caught.value.body["param"] == "items[1].type"
     assert len(_all_items(client, conv.id, limit=100)) == 20  # nothing of the refused calls was added
 
 
@@ -181,7 +181,7 @@ def test_bad_ids_and_bodies_are_4xx(client):
         assert caught.value.body["param"] == "item_id"
     with pytest.raises(openai.BadRequestError) as caught:  # item ids are OpenAI's charset, so cursors always work
         client.conversations.items.create(conv.id, items=[user("x", id="note.1")])
-    assert caught.value.body["param"] == "items.0.id" and "underscores, or dashes" in caught.value.message
+    assert caught.value.body["param"] == "items[0].id" and "underscores, or dashes" in caught.value.message
     with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.update(conv.id, metadata={"k": "v" * 513})
     assert caught.value.body["param"] == "metadata"

@@ -169,3 +169,22 @@ def test_results_carry_relevance_and_the_threshold_drops_nonsense(client, fake, 
                                       include=["file_search_call.results"]).output[0]
     assert nothing.results == [] and client.vector_stores.search(library["store"], query="zebra quantum xylophone",
                                                                  ranking_options={"score_threshold": 0.5}).data == []
+
+
+def test_a_previous_output_replays_unchanged_as_input(client, fake, library):
+    """``input=[*previous.output, ...]`` — the SDK sends back every field of its output items (``status``,
+    ``logprobs``, ``annotations``, ``results`` ...): all accepted, none an unknown parameter."""
+    fake.push(tool_calls(call("file_search", {"queries": ["octarine budget"]})),
+              text(f"Forty-two thousand florins <|{library['red']}|>."))
+    first = client.responses.create(
+        model="fake-model", input="What is the octarine budget?", include=["file_search_call.results"],
+        tools=[{"type": "file_search", "vector_store_ids": [library["store"]]}])
+    assert [item.type for item in first.output] == ["file_search_call", "message"]
+    fake.push(text("Yes, florins."))
+    second = client.responses.create(model="fake-model", input=[*first.output, {"role": "user", "content": "Florins?"}],
+                                     tools=[{"type": "file_search", "vector_store_ids": [library["store"]]}])
+    assert second.output_text == "Yes, florins."
+    listed = client.responses.input_items.list(second.id, order="asc").data
+    assert [item.type for item in listed] == ["file_search_call", "message", "message"]
+    # The replayed search reaches the model as the call and its results.
+    assert "forty-two" in _tool_message(fake.requests[-1])

@@ -76,3 +76,18 @@ def test_failure_after_a_search_keeps_the_partial_output(client, fake):
     assert events[-1].type == "response.failed"
     assert [item.type for item in events[-1].response.output] == ["file_search_call"]
     assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_function_call_output_replays_with_the_previous_output(client, fake):
+    """Without ``previous_response_id``: the previous output (an SDK object each, every field of it sent back)
+    plus the function's result."""
+    fake.push(tool_calls(call("get_weather", {"city": "Rome"}, id="call_r1"), text="Looking."))
+    first = client.responses.create(model="fake-model", input="Weather in Rome?", tools=[WEATHER])
+    fake.push(text("Sunny in Rome."))
+    second = client.responses.create(model="fake-model", tools=[WEATHER], input=[
+        {"role": "user", "content": "Weather in Rome?"}, *first.output,
+        {"type": "function_call_output", "call_id": "call_r1", "output": [{"type": "input_text", "text": "sunny"}]}])
+    assert second.output_text == "Sunny in Rome."
+    assert fake.requests[-1]["messages"][-1] == {"role": "tool", "content": "sunny", "tool_call_id": "call_r1"}
+    listed = client.responses.input_items.list(second.id, order="asc").data
+    assert listed[-1].type == "function_call_output" and listed[-1].output[0].text == "sunny"

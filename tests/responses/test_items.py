@@ -41,14 +41,24 @@ def test_unanswered_function_call_and_orphan_output_are_400():
         items.check_tool_outputs(items.to_messages([orphan]))
 
 
-@pytest.mark.parametrize("value, param", [
-    ([], "input"),
-    ([{"type": "input_image", "image_url": "x"}], "input.0.type"),
-    ([{"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}], "input.0.content"),
-    ([{"role": "user", "content": "ok"}, {"type": "function_call_output", "output": "x"}], "input.1.call_id"),
-    ([{"role": "robot", "content": "x"}], "input.0.role"),
+@pytest.mark.parametrize("value, param, code", [
+    ([], "input", "empty_array"),
+    ([{"type": "input_image", "image_url": "x"}], "input[0].type", "invalid_value"),
+    ([{"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}], "input[0].content[0].type",
+     "invalid_value"),
+    ([{"role": "user", "content": [{"type": "input_text"}]}], "input[0].content[0].text",
+     "missing_required_parameter"),
+    ([{"role": "user", "content": "ok"}, {"type": "function_call_output", "output": "x"}], "input[1].call_id",
+     "missing_required_parameter"),
+    ([{"role": "robot", "content": "x"}], "input[0].role", "invalid_value"),
+    ([{"role": "user", "content": 5}], "input[0].content", "invalid_type"),
+    ([{"role": "user", "content": "x"}, {"role": "user", "content": "y", "frobnicate": 1}], "input[1].frobnicate",
+     "unknown_parameter"),
+    ([{"role": "user", "content": [{"type": "input_text", "text": "t"}, {"type": "input_text", "text": 7}]}],
+     "input[0].content[1].text", "invalid_type"),
 ])
-def test_invalid_items_name_the_field(value, param):
+def test_invalid_items_name_the_field(value, param, code):
     with pytest.raises(InvalidRequestError) as caught:
         schemas.parse_input(value)
-    assert caught.value.param == param
+    assert (caught.value.param, caught.value.code) == (param, code)
+    assert f"'{param}'" in caught.value.message or "Invalid value" in caught.value.message

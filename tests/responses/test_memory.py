@@ -239,7 +239,7 @@ def test_agent_profile_defaults_apply_and_the_request_wins(lenient, fake):
     updated = http.post(f"/agents/{agent['id']}", json={"instructions": None}).json()
     assert updated["instructions"] is None and updated["name"] == "Support"
     bad = http.post("/agents", json={"tools": [{"type": "web_search"}]})
-    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools.0.type"
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0].type"
     assert http.post("/agents", json={"memory": {"bogus": 1}}).status_code == 400
     other_client, other = lenient("agents-b")
     assert other.get(f"/agents/{agent['id']}").status_code == 404
@@ -294,3 +294,32 @@ def test_a_conversation_is_the_thread_of_its_exchanges(lenient, fake):
                                 "'conversation-memory' ORDER BY seq").fetchall()
         time.sleep(0.05)
     assert rows == [(conversation.id, 0), (conversation.id, 0)]
+
+
+def test_the_readme_three_turn_conversation(lenient, fake, configure):
+    """The README's walkthrough: three turns of one conversation with memory on; the first turn's facts are
+    extracted in the background, the later turns show them recalled (hashing embedder here, so the threshold is
+    lowered to let lexically unrelated questions recall them), and the memories list shows what was extracted."""
+    configure(memory_model=MEMORY_MODEL)
+    client, http = lenient("readme-walkthrough")
+    conversation = client.conversations.create()
+    fake.responder = _extraction_responder(["Alice moved to Lisbon last year", "Alice is vegetarian"])
+    recalled: list[list[str]] = []
+    for turn, question in enumerate(["I'm Alice. I moved to Lisbon last year and I'm vegetarian.",
+                                     "Any ideas for dinner tonight?", "Where could I go hiking this weekend?"]):
+        fake.push(text(f"answer {turn}"))
+        r = client.responses.create(model="fake-model", conversation=conversation.id, input=question,
+                                    include=["memory_search_call.results"],
+                                    extra_body={"memory": {"user_id": "alice", "score_threshold": 0.0}})
+        assert r.status == "completed" and r.output_text == f"answer {turn}"
+        item = r.output[0].model_dump()
+        assert item["type"] == "memory_search_call"
+        recalled.append([x["text"] for x in item["results"] if x["type"] == "memory"])
+        _wait_job(http, item["memory_job_id"])
+    assert recalled[0] == []
+    assert {"Alice moved to Lisbon last year", "Alice is vegetarian"} <= set(recalled[1]) | set(recalled[2])
+    memories = {m["memory"] for m in http.get("/memories", params={"user_id": "alice"}).json()["data"]}
+    assert memories == {"Alice moved to Lisbon last year", "Alice is vegetarian"}
+    items = client.conversations.items.list(conversation.id, order="asc")
+    assert [i.role for i in items.data if i.type == "message"] == ["user", "assistant"] * 3
+    fake.responder = None

@@ -74,7 +74,7 @@ def test_unshared_store_is_refused_then_usable_again(client, fake, stores, api_s
         with pytest.raises(openai.NotFoundError) as caught:
             client.responses.create(model="fake-model", input="Budget?",
                                     tools=[{"type": "file_search", "vector_store_ids": [stores["shared"]]}])
-        assert caught.value.body["param"] == "tools.0.vector_store_ids"
+        assert caught.value.body["param"] == "tools[0].vector_store_ids[0]"
         assert fake.requests == []  # refused before any model call
         # its owner still uses it as before
         fake.push(tool_calls(call("file_search", {"queries": ["octarine expense limit"]})), text("Nine hundred."))

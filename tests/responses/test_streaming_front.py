@@ -18,19 +18,6 @@ from tests.fakes.chat_server import error, text
 RELEASE_AFTER_S = 8
 
 
-@pytest.fixture(scope="module")
-def front(server):
-    """The standalone streaming front (WSGI, threaded wsgiref) on a free port, sharing the server's settings;
-    yields its ``/v1`` root."""
-    wsgi = streaming_front.build_server("127.0.0.1", 0)
-    thread = threading.Thread(target=wsgi.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{wsgi.server_port}/v1"
-    wsgi.shutdown()
-    wsgi.server_close()
-    thread.join(5)
-
-
 def first_delta_while_model_holds(client: openai.OpenAI, fake, configure) -> tuple[list[str], str]:
     """Stream one response whose model reply pauses after its first word until the client has seen that word;
     returns (event types, final text). Fails if the first ``response.output_text.delta`` only arrives after the

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from chalice import Blueprint
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from chalicelib import ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.responses import agents, schemas
+from chalicelib.validation import RequestBody
 from chalicelib.wire import Metadata
 
 bp = Blueprint(__name__)
@@ -21,10 +22,8 @@ bp = Blueprint(__name__)
 MAX_INSTRUCTIONS_CHARS = 256_000
 
 
-class AgentBody(BaseModel):
+class AgentBody(RequestBody):
     """``POST /v1/agents`` and ``POST /v1/agents/{id}`` (for an update only the fields sent change; null clears)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     name: str | None = Field(default=None, max_length=256)
     model: str | None = Field(default=None, min_length=1, max_length=256)

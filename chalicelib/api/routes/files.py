@@ -34,10 +34,12 @@ def create_file() -> Response:
     form = multipart.parse(req.headers.get("content-type"), request.raw_body(req))
     upload = form.files.get("file")
     if upload is None:
-        raise InvalidRequestError("Missing required parameter: 'file'.", param="file")
+        raise InvalidRequestError("Missing required parameter: 'file'.", param="file",
+                                  code="missing_required_parameter")
     purpose = form.fields.get("purpose")
     if not purpose:
-        raise InvalidRequestError("Missing required parameter: 'purpose'.", param="purpose")
+        raise InvalidRequestError("Missing required parameter: 'purpose'.", param="purpose",
+                                  code="missing_required_parameter")
     if purpose not in PURPOSES:
         raise InvalidRequestError(f"Invalid 'purpose': expected one of {', '.join(PURPOSES)}.", param="purpose",
                                   code="invalid_value")
@@ -65,8 +67,8 @@ def _expires_in(fields: dict[str, str]) -> float | None:
     anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
     if anchor is None and seconds is None:
         return None
-    value = request.validate(FileExpiresAfterForm,
-                             {"expires_after": {"anchor": anchor, "seconds": seconds}}).expires_after
+    sent = {name: value for name, value in (("anchor", anchor), ("seconds", seconds)) if value is not None}
+    value = request.validate(FileExpiresAfterForm, {"expires_after": sent}).expires_after
     return float(value.seconds)
 
 

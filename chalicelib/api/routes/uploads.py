@@ -81,7 +81,8 @@ def add_upload_part(upload_id: str) -> Response:
     form = multipart.parse(req.headers.get("content-type"), request.raw_body(req))
     part = form.files.get("data")
     if part is None:
-        raise InvalidRequestError("Missing required parameter: 'data'.", param="data")
+        raise InvalidRequestError("Missing required parameter: 'data'.", param="data",
+                                  code="missing_required_parameter")
     checked = _upload_id(upload_id)
     with tenant_db() as conn:
         row = uploads.add_part(conn, deps.blob_store(), current_tenant(), checked, part.data)

@@ -22,6 +22,7 @@ from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.search.rewrite import rewrite_queries
 from chalicelib.search.service import parse_ranking_options, search
 from chalicelib.store import vector_stores
+from chalicelib.validation import param_path
 
 bp = Blueprint(__name__)
 
@@ -48,7 +49,7 @@ def create_vector_store() -> Response:
         resolve_chunking_strategy(body.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
     with tenant_db() as conn:
         prepared = attach.prepare(conn, tenant, entries, embedder=embedder,
-                                  param=lambda i, field: "file_ids" if field == "file_id" else field)
+                                  param=lambda i, field: param_path("file_ids", i) if field == "file_id" else field)
         with conn.transaction():
             store = vector_stores.create(
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
