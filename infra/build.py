@@ -1,18 +1,30 @@
-"""Build Engram's AWS deployment: the dependencies layer, the code package and the CloudFormation (SAM) template.
+"""Build Engram's AWS deployment: the dependency layers, the code package and the CloudFormation (SAM) template.
 
-    python -m infra.build layer     # requirements.txt for Lambda → build/aws/dependencies-layer.zip (needs PyPI)
+    python -m infra.build layer     # requirements.txt for Lambda → build/aws/{dependencies,parsers}-layer.zip (PyPI)
     python -m infra.build package   # code package + template → build/aws/{deployment.zip,template.json} (offline)
     python -m infra.build all       # both
 
 ``package`` runs ``chalice package --merge-template infra/template.yaml`` on a *staging copy* of the project
 whose requirements.txt is empty: Chalice then zips only our code (app.py, chalicelib/, its own runtime, and
 infra/functions/ through Chalice's vendor/ folder) and never calls pip, so it works offline and in seconds (the
-template tests run exactly this). The dependencies ship in a Lambda layer that ``layer`` builds with
+template tests run exactly this). The dependencies ship in two Lambda layers that ``layer`` builds with
 ``pip install --platform manylinux2014_x86_64 --only-binary=:all:`` (minus the AWS SDK, which the runtime
-provides, and test suites / headers). Trade-off: the layer is resolved by pip's
-platform tags instead of Chalice's dependency builder, so a dependency without a manylinux2014 wheel fails the
-layer build instead of being compiled from source (none does today); in exchange the code package stays small
-and deploys fast, and the layer is rebuilt only when requirements.txt changes.
+provides, and test suites / headers / Cython sources / parts of packages Engram never imports, with debug symbols
+stripped from extension modules):
+
+- ``dependencies-layer.zip`` (:data:`LAYERS` ``dependencies``): requirements.txt without the document parsers'
+  requirements (:data:`PARSER_REQUIREMENTS`); every function has it;
+- ``parsers-layer.zip`` (``parsers``): what the parsers add (pypdf, pdfminer.six and its cryptography, python-docx,
+  lxml, ...); only the functions that parse documents have it (a queue whose ``QueueSpec.parses`` is set: the
+  ingest consumer). The API never parses when deployed (``ENGRAM_INLINE_INGEST=false``: attach requests go through
+  the ingest queue), so it stays under the 50 MB per function of issue 16.
+
+Both layers come from one resolution (the parsers layer is the full install minus the dependencies layer's
+entries; a version that differs between the two resolutions fails the build), so a package shared by both (e.g.
+typing-extensions) ships once, in the dependencies layer. Trade-off: the layers are resolved by pip's platform
+tags instead of Chalice's dependency builder, so a dependency without a manylinux2014 wheel fails the layer build
+instead of being compiled from source (none does today); in exchange the code package stays small and deploys
+fast, and the layers are rebuilt only when requirements.txt changes.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,7 +51,13 @@ DEFAULT_OUT = PROJECT / "build" / "aws"
 CHALICE_STAGE = "prod"
 TEMPLATE_NAME = "template.json"
 CODE_ZIP = "deployment.zip"  # the name Chalice gives the code package; template.yaml refers to it
-LAYER_ZIP = "dependencies-layer.zip"
+LAYER_ZIP = "dependencies-layer.zip"  # every function (template.yaml's DependenciesLayer)
+PARSERS_LAYER_ZIP = "parsers-layer.zip"  # the functions that parse documents (ParsersLayer)
+PARSERS_LAYER = "ParsersLayer"
+# The document parsers' requirements (chalicelib/ingest/parse/): only the parsing functions ship them and what they
+# pull in (cryptography for pdfminer.six, lxml, ...; ~40 MB of the ~65 MB all requirements take).
+PARSER_REQUIREMENTS = ("pypdf", "pdfminer-six", "charset-normalizer", "python-docx", "python-bidi",
+                       "beautifulsoup4", "lxml")
 # Lambda's Python 3.11 runtime: Amazon Linux 2 (glibc 2.26), x86_64 — manylinux2014 (glibc 2.17) wheels run there.
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 LAMBDA_PYTHON = "3.11"
@@ -50,7 +69,26 @@ LAYER_EXCLUDED_REQUIREMENTS = ("chalice",)
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six", "urllib3")
 # Never imported at runtime: test suites, type stubs, C headers and Cython sources (~9 MB, mostly numpy's tests).
 PRUNED_DIRS = ("tests",)
-PRUNED_SUFFIXES = (".pyi", ".pxd", ".pyx", ".h", ".c", ".cpp")
+PRUNED_SUFFIXES = (".pyi", ".pxd", ".pyx", ".pxi", ".h", ".c", ".cpp")
+# Parts of dependencies Engram never imports, relative to the layer's python/ folder (globs), ~5.5 MB unzipped.
+# tests/infra/test_layers.py imports every chalicelib module and parses every supported format from the built
+# layers alone, so a part removed here that something does import fails there, not in Lambda.
+UNUSED_PARTS = (
+    "lxml/objectify.*",  # lxml.objectify: python-docx and BeautifulSoup use lxml.etree only
+    "lxml/html",  # lxml.html (diff, clean, formfill): BeautifulSoup's lxml builder uses lxml.etree
+    "lxml/isoschematron",
+    "lxml/includes",  # C headers and Cython declarations
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui",  # Swagger UI's JavaScript and CSS
+    "aws_lambda_powertools/utilities/idempotency",  # powertools utilities Engram does not use
+    "aws_lambda_powertools/utilities/parameters",
+    "aws_lambda_powertools/utilities/feature_flags",
+    "aws_lambda_powertools/utilities/data_masking",
+    "aws_lambda_powertools/utilities/streaming",
+    "aws_lambda_powertools/utilities/circuit_breaker",
+    "aws_lambda_powertools/utilities/auth_alpha",
+    "docx/templates/default-docx-template",  # python-docx's template for new documents; Engram only reads
+    "docx/templates/default.docx",
+)
 CHALICE_TIMEOUT_S = 300
 # Every function in the VPC needs the ENI actions, which support no resource scoping.
 ENI_POLICY = "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaENIManagementAccess"
@@ -130,8 +168,8 @@ def queue_resources() -> dict[str, dict[str, Any]]:
     times the consumer's timeout, redrive to its dead-letter queue after ``MaxReceiveCount`` receives), the
     dead-letter queue (``<stack>-<role>-dlq``, 14 days' retention), and the consumer's event source (its queue,
     ``ReportBatchItemFailures``, ``MaximumConcurrency``), role and log group (:func:`function_resources`, plus
-    consuming its queue). ``{logical id: resource}``; the function entries hold only what is merged into
-    Chalice's."""
+    consuming its queue), and the parsers' layer when it ``parses``. ``{logical id: resource}``; the function
+    entries hold only what is merged into Chalice's."""
     from chalice.utils import to_cfn_resource_name
 
     from chalicelib.dispatch.table import QUEUES
@@ -155,6 +193,8 @@ def queue_resources() -> dict[str, dict[str, Any]]:
                    "Resource": {"Fn::GetAtt": [queue, "Arn"]}}
         resources = function_resources(spec.function, spec.needs, first=[consume])
         name = to_cfn_resource_name(spec.function)
+        if spec.parses:  # appended to the Globals' dependencies layer (SAM adds list-valued globals)
+            resources[name]["Properties"]["Layers"] = [{"Ref": PARSERS_LAYER}]
         resources[name]["Properties"]["Events"] = {f"{name}SqsEventSource": {"Properties": {
             "Queue": {"Fn::GetAtt": [queue, "Arn"]},  # the queue created here (Chalice's names it by ARN)
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
@@ -284,39 +324,64 @@ def _intrinsic(value: dict[str, Any]) -> bool:
     return len(value) == 1 and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::"))
 
 
-def build_layer(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> Path:
-    """pip-install ``requirements`` for Lambda (manylinux2014 x86_64, CPython 3.11, wheels only) into a layer zip
-    (``python/`` at its root, as Lambda expects) at ``out/dependencies-layer.zip``; return its path. Needs PyPI.
+def build_layers(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> dict[str, Path]:
+    """pip-install ``requirements`` for Lambda (manylinux2014 x86_64, CPython 3.11, wheels only) and split the
+    result into the two layer zips (``python/`` at their root, as Lambda expects): ``out/dependencies-layer.zip``
+    (everything but the parsers' requirements and what only they pull in) and ``out/parsers-layer.zip`` (the
+    rest). Returns ``{"dependencies": path, "parsers": path}``. Needs PyPI.
 
     Raises:
         subprocess.CalledProcessError: pip failed (e.g. a dependency without a matching wheel).
+        RuntimeError: the parsers' requirements change the version of a package the dependencies layer holds.
     """
     out.mkdir(parents=True, exist_ok=True)
+    wanted = [line.strip() for line in requirements.read_text().splitlines()
+              if line.strip() and not line.lstrip().startswith("#")
+              and _requirement_name(line) not in LAYER_EXCLUDED_REQUIREMENTS]
+    core = [line for line in wanted if _requirement_name(line) not in PARSER_REQUIREMENTS]
     with tempfile.TemporaryDirectory() as tmp:
-        wanted = [line for line in requirements.read_text().splitlines()
-                  if line.strip() and not line.lstrip().startswith("#")
-                  and _requirement_name(line) not in LAYER_EXCLUDED_REQUIREMENTS]
-        filtered = Path(tmp) / "requirements.txt"
-        filtered.write_text("\n".join(wanted) + "\n")
-        target = Path(tmp) / "python"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
-             "--platform", LAMBDA_PLATFORM, "--implementation", "cp", "--python-version", LAMBDA_PYTHON,
-             "--only-binary=:all:", "-r", str(filtered)],
-            check=True,
-        )
-        _prune(target)
-        layer = out / LAYER_ZIP
-        _zip_dir(target, layer, prefix="python")
-    return layer
+        base = _pip_install(core, Path(tmp) / "core")
+        full = _pip_install(wanted, Path(tmp) / "full")
+        shared = {entry.name for entry in base.iterdir()}
+        changed = sorted(name for name in shared if name.endswith(".dist-info") and not (full / name).exists())
+        if changed:
+            raise RuntimeError(f"the parsers' requirements change these packages' versions: {changed}")
+        parsers = Path(tmp) / "parsers"
+        parsers.mkdir()
+        for entry in full.iterdir():
+            if entry.name not in shared:
+                shutil.move(str(entry), parsers / entry.name)
+        layers = {"dependencies": out / LAYER_ZIP, "parsers": out / PARSERS_LAYER_ZIP}
+        for site, archive in ((base, layers["dependencies"]), (parsers, layers["parsers"])):
+            _prune(site)
+            _strip(site)
+            _zip_dir(site, archive, prefix="python")
+    return layers
+
+
+def _pip_install(requirements: list[str], target: Path) -> Path:
+    """``pip install --target target`` of ``requirements`` lines for Lambda's platform; returns ``target``."""
+    listed = target.with_suffix(".txt")
+    listed.write_text("\n".join(requirements) + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
+         "--platform", LAMBDA_PLATFORM, "--implementation", "cp", "--python-version", LAMBDA_PYTHON,
+         "--only-binary=:all:", "-r", str(listed)],
+        check=True,
+    )
+    return target
 
 
 def _prune(site: Path) -> None:
-    """Delete what Lambda provides (:data:`RUNTIME_PROVIDED`) or never imports from an installed ``site`` folder."""
+    """Delete what Lambda provides (:data:`RUNTIME_PROVIDED`) or never imports (:data:`PRUNED_DIRS`,
+    :data:`PRUNED_SUFFIXES`, :data:`UNUSED_PARTS`) from an installed ``site`` folder."""
     for entry in list(site.iterdir()):
         name = entry.name.split("-", 1)[0].removesuffix(".py").lower()
         if name in RUNTIME_PROVIDED or (name == "python_dateutil"):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for pattern in UNUSED_PARTS:
+        for path in site.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     for path in sorted(site.rglob("*"), reverse=True):  # children before parents
         if path.is_dir() and path.name in PRUNED_DIRS:
             shutil.rmtree(path)
@@ -324,12 +389,26 @@ def _prune(site: Path) -> None:
             path.unlink()
 
 
+def _strip(site: Path) -> None:
+    """Remove debug symbols from the extension modules in ``site`` (``strip --strip-unneeded``, what Lambda
+    packagers' "slim" options do; ~3 MB, mostly cryptography's). Libraries that auditwheel vendored
+    (``*.libs/``) are left alone: patchelf rewrote them, and strip can break such files. Without binutils'
+    ``strip`` on the PATH nothing is stripped."""
+    strip = shutil.which("strip")
+    if strip is None:
+        return
+    for path in site.rglob("*.so"):
+        if not any(part.endswith(".libs") for part in path.relative_to(site).parts):
+            subprocess.run([strip, "--strip-unneeded", str(path)], check=True, capture_output=True)
+
+
 def _requirement_name(line: str) -> str:
-    """The normalised project name at the start of a requirements line (``psycopg[binary]>=3`` → ``psycopg``)."""
+    """The normalised project name (PEP 503) at the start of a requirements line (``psycopg[binary]>=3`` →
+    ``psycopg``, ``pdfminer.six`` → ``pdfminer-six``)."""
     name = line.strip()
     for stop in "[<>=!~; ":
         name = name.split(stop, 1)[0]
-    return name.lower().replace("_", "-")
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _zip_dir(source: Path, archive: Path, *, prefix: str) -> None:
@@ -348,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     args = parser.parse_args(argv)
     if args.what in ("layer", "all"):
-        print(build_layer(args.out))
+        for path in build_layers(args.out).values():
+            print(path)
     if args.what in ("package", "all"):
         try:
             template = synthesize(args.out)
@@ -357,9 +437,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(template)
         print(args.out / CODE_ZIP)
-        if not (args.out / LAYER_ZIP).exists():
-            print(f"note: {args.out / LAYER_ZIP} is missing; run `python -m infra.build layer` before deploying",
-                  file=sys.stderr)
+        for layer in (LAYER_ZIP, PARSERS_LAYER_ZIP):
+            if not (args.out / layer).exists():
+                print(f"note: {args.out / layer} is missing; run `python -m infra.build layer` before deploying",
+                      file=sys.stderr)
     return 0
 
 

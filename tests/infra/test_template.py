@@ -78,12 +78,16 @@ def test_cfn_lint_reports_nothing(which: str, sam_template: dict[str, Any], cfn:
 def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_dsn_secret(cfn: dict[str, Any]) -> None:
     functions = resources(cfn, "AWS::Lambda::Function")
     assert set(functions) >= FUNCTIONS
-    layers = resources(cfn, "AWS::Lambda::LayerVersion")
-    assert len(layers) == 1
-    (layer,) = layers
+    layers = {props["LayerName"]: name for name, props in resources(cfn, "AWS::Lambda::LayerVersion").items()}
+    assert set(layers) == {"DependenciesLayer", build.PARSERS_LAYER}
+    parsing = {name for name, spec in QUEUE_FUNCTIONS.items() if spec.parses}
+    assert parsing == {"Ingest"}  # the API and every other function run without the parsers' dependencies
     for name, props in functions.items():
         assert props["Runtime"] == "python3.11", name
-        assert {"Ref": layer} in props["Layers"], name
+        assert {"Ref": layers["DependenciesLayer"]} in props["Layers"], name
+        assert ({"Ref": layers[build.PARSERS_LAYER]} in props["Layers"]) == (name in parsing), name
+        # attach requests never parse inline in a deployed function
+        assert props["Environment"]["Variables"]["ENGRAM_INLINE_INGEST"] == "false", name
         assert props["VpcConfig"]["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name
         assert props["VpcConfig"]["SecurityGroupIds"] == [{"Ref": "FunctionSecurityGroup"}], name
         env = props["Environment"]["Variables"]
