@@ -56,6 +56,7 @@ PARSERS_LAYER_ZIP = "parsers-layer.zip"  # the functions that parse documents (P
 PARSERS_LAYER = "ParsersLayer"
 # The document parsers' requirements (chalicelib/ingest/parse/): only the parsing functions ship them and what they
 # pull in (cryptography for pdfminer.six, lxml, ...; ~40 MB of the ~65 MB all requirements take).
+LAYER_ZIPS = {"DependenciesLayer": LAYER_ZIP, PARSERS_LAYER: PARSERS_LAYER_ZIP}  # template logical id → zip
 PARSER_REQUIREMENTS = ("pypdf", "pdfminer-six", "charset-normalizer", "python-docx", "python-bidi",
                        "beautifulsoup4", "lxml")
 # Lambda's Python 3.11 runtime: Amazon Linux 2 (glibc 2.26), x86_64 — manylinux2014 (glibc 2.17) wheels run there.
@@ -270,6 +271,20 @@ def function_resources(function: str, needs: frozenset[str], *,
             "Policies": [{"PolicyName": f"engram-{function.replace('_', '-')}",
                           "PolicyDocument": {"Version": "2012-10-17", "Statement": statements}}]}},
     }
+
+
+def function_layers(template: dict[str, Any]) -> dict[str, list[str]]:
+    """Each function of a synthesized SAM ``template`` (logical id) → the zip names (:data:`LAYER_ZIPS`) of our
+    layers it runs with, the Globals' first (SAM adds a function's own after them). Layers that are not ours (the
+    streaming front's public Lambda Web Adapter) are left out."""
+    shared = template["Globals"]["Function"].get("Layers", [])
+    layers: dict[str, list[str]] = {}
+    for name, resource in template["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            refs = [*shared, *resource["Properties"].get("Layers", [])]
+            layers[name] = [LAYER_ZIPS[ref["Ref"]] for ref in refs
+                            if isinstance(ref, dict) and ref.get("Ref") in LAYER_ZIPS]
+    return layers
 
 
 def queue_resource(role: str) -> str:
