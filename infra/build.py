@@ -2,6 +2,7 @@
 
     python -m infra.build layer     # requirements.txt for Lambda → build/aws/{dependencies,parsers}-layer.zip (PyPI)
     python -m infra.build package   # code package + template → build/aws/{deployment.zip,template.json} (offline)
+        [--drop-tenants acme,beta]  # + one IAM managed policy per tenant: write <tenant>/* in the drop bucket only
     python -m infra.build all       # both
 
 ``package`` runs ``chalice package --merge-template infra/template.yaml`` on a *staging copy* of the project
@@ -30,6 +31,7 @@ fast, and the layers are rebuilt only when requirements.txt changes.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -122,16 +124,19 @@ def migration_versions() -> list[str]:
     return sorted(p.name.removesuffix(".sql") for p in MIGRATIONS_DIR.glob("*.sql"))
 
 
-def synthesize(out: Path, *, work: Path | None = None) -> Path:
+def synthesize(out: Path, *, work: Path | None = None, drop_tenants: tuple[str, ...] = ()) -> Path:
     """Package the code and write the template into ``out``; return the template's path.
 
     Runs ``chalice package`` (subprocess, no network) on a staging copy under ``work`` (a temporary folder by
-    default), converts the merged template to JSON (no YAML aliases for CloudFormation's parser) and fills in
-    the migration resource's ``Migrations``.
+    default), converts the merged template to JSON (no YAML aliases for CloudFormation's parser), fills in
+    the migration resource's ``Migrations`` and adds one drop-writer policy per tenant of ``drop_tenants``
+    (:func:`drop_writer_resources`).
 
     Raises:
         subprocess.CalledProcessError: Chalice failed (its output is in the exception).
+        ValueError: a tenant name that cannot be a drop-folder prefix.
     """
+    writers = drop_writer_resources(drop_tenants)  # checked before the slow part
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         staging = stage(Path(tmp) / "project")
@@ -146,9 +151,55 @@ def synthesize(out: Path, *, work: Path | None = None) -> Path:
         shutil.copy2(packaged / CODE_ZIP, out / CODE_ZIP)
     template["Resources"]["DatabaseMigration"]["Properties"]["Migrations"] = migration_versions()
     add_generated(template)
+    for logical_id, resource in writers.items():
+        template["Resources"][logical_id] = resource
+        template.setdefault("Outputs", {})[f"{logical_id}Arn"] = {
+            "Description": resource["Properties"]["Description"], "Value": {"Ref": logical_id}}
     path = out / TEMPLATE_NAME
     path.write_text(json.dumps(template, indent=1) + "\n")
     return path
+
+
+# A tenant prefix: one key segment that no policy wildcard or CloudFormation substitution can widen.
+_TENANT_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@=+-]{0,127}$")
+# Writing a drop-folder object: put (single or multipart), delete, abort a multipart upload and list its parts.
+DROP_WRITER_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+
+
+def drop_writer_resources(tenants: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """One IAM managed policy per tenant that lets whoever it is attached to (a user, a group, a role of the
+    tenant's own pipeline) write the drop folder of that tenant only: objects under ``<tenant>/`` of the drop bucket,
+    list that prefix, and nothing under ``<tenant>/uploads/upload_*`` (the API's upload parts). Without them,
+    whoever may write the bucket writes into every tenant's stores (the key's first segment names the tenant).
+    ``{logical id: resource}``; the logical id is ``DropWriter<Tenant letters><hash>Policy``.
+
+    Raises:
+        ValueError: a tenant that is not one key segment of letters, digits and ``._@=+-`` (at most 128), the
+            prefix of the API's own file bytes (``files``), or named twice.
+    """
+    from chalicelib.store.files import CONTENT_PREFIX
+
+    out: dict[str, dict[str, Any]] = {}
+    for tenant in tenants:
+        if not _TENANT_PREFIX.match(tenant) or tenant == CONTENT_PREFIX.rstrip("/"):
+            raise ValueError(f"{tenant!r} cannot be a drop-folder tenant prefix")
+        letters = "".join(c for c in tenant.title() if c.isalnum())[:40]
+        logical_id = f"DropWriter{letters}{hashlib.sha256(tenant.encode()).hexdigest()[:8]}Policy"
+        if logical_id in out:
+            raise ValueError(f"tenant {tenant!r} is named twice")
+        objects = {"Fn::Sub": "${DropBucket.Arn}/" + tenant + "/*"}
+        out[logical_id] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {
+            "Description": f"Write the Engram drop folder of tenant {tenant} only ({tenant}/* in the drop bucket)",
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [
+                {"Sid": "WriteTenantPrefix", "Effect": "Allow", "Action": list(DROP_WRITER_ACTIONS),
+                 "Resource": objects},
+                {"Sid": "ListTenantPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
+                 "Resource": {"Fn::GetAtt": ["DropBucket", "Arn"]},
+                 "Condition": {"StringLike": {"s3:prefix": [f"{tenant}/*"]}}},
+                {"Sid": "NotUploadParts", "Effect": "Deny", "Action": list(DROP_WRITER_ACTIONS),
+                 "Resource": {"Fn::Sub": "${DropBucket.Arn}/" + tenant + "/uploads/upload_*"}},
+            ]}}}
+    return out
 
 
 def lane_resources() -> dict[str, dict[str, Any]]:
@@ -440,13 +491,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.build", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("layer", "package", "all"))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    parser.add_argument("--drop-tenants", default="",
+                        help="comma-separated tenants that get a drop-writer policy (their <tenant>/* prefix only)")
     args = parser.parse_args(argv)
+    drop_tenants = tuple(t.strip() for t in args.drop_tenants.split(",") if t.strip())
     if args.what in ("layer", "all"):
         for path in build_layers(args.out).values():
             print(path)
     if args.what in ("package", "all"):
         try:
-            template = synthesize(args.out)
+            template = synthesize(args.out, drop_tenants=drop_tenants)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except subprocess.CalledProcessError as exc:
             print(exc.stdout, exc.stderr, sep="\n", file=sys.stderr)
             return 1
