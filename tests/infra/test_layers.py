@@ -30,8 +30,10 @@ def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("layers")
     try:
         built = build.build_layers(out)
-    except subprocess.CalledProcessError as exc:  # pragma: no cover - only without PyPI
-        pytest.skip(f"pip could not build the layers (no PyPI?): {exc}")
+    except subprocess.CalledProcessError as exc:
+        if exc.cmd[1:3] != ["-m", "pip"]:
+            raise
+        pytest.skip(f"pip could not build the layers (no PyPI?): {exc}")  # pragma: no cover - only without PyPI
     return {path.name: path for path in built.values()}
 
 
@@ -70,34 +72,42 @@ def test_every_function_without_parsers_is_at_most_50_mb(function_mb: dict[str, 
     assert max(sizes.values()) <= PACKAGE_TARGET_MB, sizes
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16's 50 MB is missed by the ingest function (~55 MB: cryptography "
+@pytest.mark.xfail(strict=True, reason="issue 16's 50 MB is missed by the ingest function (~59 MB: cryptography "
                                        "11.9 for pdfminer.six, pdfminer's CJK CMaps 8.5, lxml 5.6, libpq 9.6, "
-                                       "pydantic 7); see the report in benchmarks/coldstart.py")
+                                       "pydantic 8, bytecode 4); benchmarks/coldstart.py prints the breakdown")
 def test_the_parsing_function_is_at_most_50_mb(function_mb: dict[str, float]) -> None:
     assert function_mb["Ingest"] <= PACKAGE_TARGET_MB
 
 
 def test_the_parsing_function_stays_where_it_was_measured(function_mb: dict[str, float]) -> None:
-    # A regression guard until the target above is met: 55.1 MB measured (66.1 MB before the layers were split).
-    assert function_mb["Ingest"] <= 56.0
+    # A regression guard until the target above is met: 59.4 MB measured with the bytecode of the code package and of
+    # what `import app` loads (55.1 MB without; 66.1 MB, without bytecode, before the layers were split).
+    assert function_mb["Ingest"] <= 60.5
 
 
 _API_SCRIPT = """
-import importlib.util, app
+import importlib.util, os, app
+# Every module `import app` loaded from the package or the layer has shipped bytecode (Lambda writes none).
+loaded = [m.__file__ for m in list(sys.modules.values()) if (getattr(m, "__file__", None) or "").endswith(".py")]
+uncached = [f for f in loaded if f.startswith(tuple(sys.path[:2])) and not os.path.exists(importlib.util.cache_from_source(f))]
 from chalicelib.ingest import attach, engine, parse
 from chalicelib.events import consumer
 import psycopg, pydantic
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools import Logger, Metrics
 BatchProcessor(event_type=EventType.SQS)
-print(psycopg.pq.version() > 0, [m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None])
+print(psycopg.pq.version() > 0, [m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None], len(loaded) > 100,
+      uncached[:3] if uncached else len(uncached))
 """
 
 
 def test_the_api_layout_imports_app_and_has_no_parser(synthesized: Path, layers: dict[str, Path],
                                                        tmp_path: Path) -> None:
     paths = unpack(synthesized / build.CODE_ZIP, [layers[build.LAYER_ZIP]], tmp_path / "api")
-    assert run_in(paths, _API_SCRIPT, *PARSER_PACKAGES).split() == ["True", "[]"]
+    printed = run_in(paths, _API_SCRIPT, *PARSER_PACKAGES).split()
+    assert printed[:3] == ["True", "[]", "True"]
+    if build.bytecode_applies():
+        assert printed[3] == "0", printed[3:]
 
 
 _PARSE_SCRIPT = """
