@@ -36,6 +36,7 @@ ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
 ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
 ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
 ENV_INLINE_MAX_BYTES = "ENGRAM_INLINE_MAX_BYTES"
+ENV_INLINE_INGEST = "ENGRAM_INLINE_INGEST"
 ENV_MAX_REQUEST_BYTES = "ENGRAM_MAX_REQUEST_BYTES"
 ENV_PROCESSING_LEASE_S = "ENGRAM_PROCESSING_LEASE_S"
 ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
@@ -128,6 +129,9 @@ class Settings:
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
     db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
     inline_max_bytes: int = setting(1024 * 1024, ENV_INLINE_MAX_BYTES)  # attach requests this small run inline
+    # False: attach requests never parse or embed in the request, whatever their size; every file goes through the
+    # dispatcher (deployed: the ingest queue, so the API function needs no parsers' dependencies; issue 16).
+    inline_ingest: bool = setting(True, ENV_INLINE_INGEST)
     # API Gateway's request payload cap (bytes); larger files use /v1/uploads.
     max_request_bytes: int = setting(10 * 1024 * 1024, ENV_MAX_REQUEST_BYTES)
     # A worker that holds a file longer (seconds) is presumed dead; the file is retried.

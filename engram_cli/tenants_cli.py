@@ -12,7 +12,7 @@ from rich.table import Table
 from chalicelib import deps
 from chalicelib.errors import EngramError
 
-app = typer.Typer(help="Tenants: limits and memory defaults.", no_args_is_help=True)
+app = typer.Typer(help="Tenants: limits, memory defaults and the drop folder.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -76,3 +76,21 @@ def memory_defaults(tenant: str = typer.Argument(..., help="The tenant."),
             print(json.dumps(tenants.memory_defaults(conn, tenant)))
     except EngramError as exc:
         _fail(exc)
+
+
+@app.command("drop-folder")
+def drop_folder(tenant: str = typer.Argument(..., help="The tenant."),
+                enable: bool | None = typer.Option(None, "--enable/--disable",
+                                                   help="Turn the tenant's drop folder on or off.")) -> None:
+    """Show (or turn on or off) the tenant's drop folder: when off, every object written under ``<tenant>/`` in the
+    drop bucket is refused (``engram stats`` lists it as drop_folder_disabled) and nothing is ingested."""
+    from chalicelib.store import tenants
+
+    try:
+        with deps.connect() as conn:
+            if enable is not None:
+                tenants.set_drop_folder(conn, tenant, enable)
+            enabled = tenants.drop_folder_enabled(conn, tenant)
+    except EngramError as exc:
+        _fail(exc)
+    print(json.dumps({"tenant": tenant, "drop_folder": "enabled" if enabled else "disabled"}))

@@ -48,6 +48,8 @@ class QueueSpec:
             (read and list the drop bucket), ``queue:<role>`` (send to that queue), ``embedding_model`` (invoke
             the embedding model), ``models`` (invoke the embedding and chat models, streaming too).
         s3_events: the drop bucket's notifications arrive on this queue too.
+        parses: its consumer parses documents (:mod:`chalicelib.ingest.parse`), so ``infra/`` gives it the
+            parsers' dependency layer; every other function goes without (issue 16: ≤ 50 MB per function).
     """
 
     role: str
@@ -62,6 +64,7 @@ class QueueSpec:
     max_concurrency: int = 10
     needs: frozenset[str] = frozenset()
     s3_events: bool = False
+    parses: bool = False
 
     @property
     def env(self) -> str:
@@ -76,7 +79,7 @@ class QueueSpec:
 QUEUES: tuple[QueueSpec, ...] = (
     QueueSpec(role="ingest", name="engram-ingest", dlq="engram-ingest-dlq", setting="ingest_queue",
               function="ingest", batch_size=10, batching_window_s=1, timeout_s=300, memory_mb=2048,
-              needs=frozenset({"read_bucket", "queue:embed"}), s3_events=True),
+              needs=frozenset({"read_bucket", "queue:embed"}), s3_events=True, parses=True),
     QueueSpec(role="embed", name="engram-embed", dlq="engram-embed-dlq", setting="embed_queue",
               function="embed", batch_size=4, timeout_s=120, memory_mb=1024,
               needs=frozenset({"read_bucket", "embedding_model"})),

@@ -14,6 +14,13 @@ Events of one key are applied under that key's ``drop_objects`` row lock and com
 (S3 ``sequencer``; moto sends none, then ``eventTime`` and the ETag): an older event is ignored, the same event
 (a duplicate) only resumes its version. A key that names no tenant, or no usable store, leaves a ``drop_errors``
 row.
+
+Trust: whoever may write the bucket may write into any tenant's stores (the key names the tenant); deployments
+scope writers to ``<tenant>/*`` with the per-tenant policies of ``infra/`` (infra/README.md). A tenant whose drop
+folder is off (:func:`chalicelib.store.tenants.set_drop_folder`) has every event refused (``drop_folder_disabled``)
+and nothing changed. A created object is held to the tenant's limits as an API upload and attach are
+(:func:`chalicelib.store.tenants.max_file_bytes`, :func:`chalicelib.store.tenants.check_store_capacity`): one
+over them is refused (``file_too_large``, ``too_many_files``, ``storage_limit_exceeded``) and nothing attached.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from chalicelib.events.s3_keys import DropKey, DropKeyError
 from chalicelib.ingest import engine
 from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.ingest.messages import FileMessage
-from chalicelib.store import attachments, blobs, drop_errors, drop_objects, ingest_jobs, vector_stores
+from chalicelib.store import attachments, blobs, drop_errors, drop_objects, ingest_jobs, tenants, vector_stores
 from chalicelib.store import files as file_rows
 from chalicelib.store.drop_objects import DropObject
 from chalicelib.store.vector_stores import VectorStore
@@ -56,7 +63,8 @@ _STORE_NAME_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
     """Apply one S3 event record; returns what happened (``staged``, ``deleted``, ``attributes``, ``stale``,
-    ``duplicate``, ``internal``, ``ignored``, ``error`` or a :func:`chalicelib.ingest.engine.stage` outcome).
+    ``duplicate``, ``internal``, ``ignored``, ``refused`` (the tenant's drop folder is off), ``error`` or a
+    :func:`chalicelib.ingest.engine.stage` outcome).
 
     Raises:
         UpstreamError: S3, SQS or the database failed (the message is retried).
@@ -76,6 +84,11 @@ def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
         return "error"
     with tenant_connection(settings, key.tenant) as conn:
         if drop_objects.tenant_exists(conn, key.tenant):
+            if not tenants.drop_folder_enabled(conn, key.tenant):
+                _error(conn, key.tenant, record, "drop_folder_disabled",
+                       f"The drop folder of tenant {key.tenant!r} is disabled: nothing was ingested, changed or "
+                       f"deleted (`engram tenants drop-folder {key.tenant} --enable` turns it on).")
+                return "refused"
             if key.is_sidecar:
                 return _apply_sidecar(conn, settings, key, record)
             if record.is_removed:
@@ -130,9 +143,14 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
                     return "duplicate"
                 return FileMessage(key.tenant, row.vector_store_id, row.file_id, row.version)
             store = _store(conn, key, embedder)
+            _check_size(conn, settings, key, record)
             side = drop_objects.get(conn, key.tenant, record.bucket, key.sidecar_key)
             attributes = side.attributes if side is not None and not side.deleted and side.attributes else {}
             file_id = _file(conn, row, key, record)
+            try:  # the API's check (attach.attach_all); refusing rolls the new file back with the transaction
+                tenants.check_store_capacity(conn, key.tenant, store.id, [file_id], record.size, param="key")
+            except InvalidRequestError as exc:
+                raise _DropError(exc.code or "invalid_request", exc.message) from None
             strategy = resolve_chunking_strategy(None, embedder_max_tokens=embedder.max_input_tokens)
             attachments.attach(conn, key.tenant, store.id, file_id, attributes=attributes,
                                chunking_strategy=strategy.to_openai())
@@ -228,6 +246,18 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
     if vector_stores.is_expired(store, datetime.now(UTC)):
         raise _DropError("vector_store_expired", f"Vector store {store.id} has expired.")
     return store
+
+
+def _check_size(conn: psycopg.Connection, settings: Settings, key: DropKey, record: S3Record) -> None:
+    """Refuse an object larger than the tenant may upload (:func:`chalicelib.store.tenants.max_file_bytes`, the
+    check of the API's uploads).
+
+    Raises:
+        _DropError: ``file_too_large``.
+    """
+    limit, source = tenants.max_file_bytes(conn, key.tenant, settings.max_file_bytes)
+    if record.size > limit:
+        raise _DropError("file_too_large", f"{key.path} is {record.size:,} bytes; {source} is {limit:,} bytes.")
 
 
 def _file(conn: psycopg.Connection, row: DropObject, key: DropKey, record: S3Record) -> str:

@@ -84,11 +84,13 @@ def attach_all(conn: psycopg.Connection, tenant_id: str, store_id: str, attachme
 
 def process_attached(conn: psycopg.Connection, tenant_id: str, store: VectorStore,
                      attachments: Sequence[Attachment], *, settings: Settings, dispatcher: Dispatcher) -> None:
-    """Claim a version of each attached file and process it: inside this call when the files total ≤
-    ``settings.inline_max_bytes`` (the caller gets them ``completed`` or ``failed``), otherwise through
-    ``dispatcher`` (SQS when deployed, background threads locally), leaving them ``in_progress``."""
+    """Claim a version of each attached file and process it: inside this call when ``settings.inline_ingest``
+    and the files total ≤ ``settings.inline_max_bytes`` (the caller gets them ``completed`` or ``failed``),
+    otherwise through ``dispatcher`` (SQS when deployed, background threads locally), leaving them
+    ``in_progress``. Only the inline path imports the parsers."""
     messages = engine.start(conn, settings, tenant_id, store.id, [item.file.id for item in attachments])
-    if sum(item.file.bytes for item in attachments) > settings.inline_max_bytes:
+    inline = settings.inline_ingest and sum(item.file.bytes for item in attachments) <= settings.inline_max_bytes
+    if not inline:
         engine.send(conn, settings, dispatcher, messages)
         return
     LocalDispatcher(settings, threads=0).send(messages)

@@ -113,6 +113,32 @@ def set_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file
                                    "attributes": Jsonb(attributes)})
 
 
+_FILE_SPANS = """SELECT char_start, char_end, text FROM chunks
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s ORDER BY chunk_index"""
+
+
+def file_text(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> str:
+    """The parsed text of a file, put back together from its chunks (no parsing: the API function has no
+    parsers when deployed, and re-reading a large PDF in a request would be slow): each chunk is
+    ``text[char_start:char_end]`` of the parsed text, so overlapping chunks are laid over each other. What no chunk
+    holds — the separator between chunks that do not overlap, whitespace or a sentence's closing quote — becomes
+    one space (a one-character gap) or a blank line; leading and trailing whitespace is not kept. ``""`` for a file
+    without chunks (failed, empty, or not attached)."""
+    rows = conn.execute(_FILE_SPANS, {"tenant": tenant_id, "store": store_id, "file": file_id}).fetchall()
+    parts: list[str] = []
+    position: int | None = None
+    for start, end, text in rows:
+        if position is None:
+            position = start
+        elif start > position:
+            parts.append(" " if start - position == 1 else "\n\n")
+            position = start
+        if end > position:
+            parts.append(text[position - start:])
+            position = end
+    return "".join(parts)
+
+
 def dumpable(vector: Any) -> Any:
     """A vector pgvector's adapter can send: numpy arrays and ``Vector`` as they are, a plain list or tuple (HTTP
     embedders) as a ``Vector`` (no numpy: the Lambda packages leave it out)."""

@@ -1,5 +1,6 @@
-"""A tenant's own settings (the ``tenants`` row): its memory defaults for responses (migration 0015) and its limits
-(migration 0016). Tenants are created on first use (:func:`chalicelib.store.vector_stores.ensure_tenant`)."""
+"""A tenant's own settings (the ``tenants`` row): its memory defaults for responses (migration 0015), its limits
+(migration 0016) and whether its drop folder is on (migration 0017). Tenants are created on first use
+(:func:`chalicelib.store.vector_stores.ensure_tenant`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import InvalidRequestError
 
-__all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "limits", "max_file_bytes", "memory_defaults",
-           "set_limits", "set_memory_defaults"]
+__all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "drop_folder_enabled", "limits", "max_file_bytes",
+           "memory_defaults", "set_drop_folder", "set_limits", "set_memory_defaults"]
 
 _GET = "SELECT memory_defaults FROM tenants WHERE id = %s"
 _GET_LIMITS = "SELECT limits FROM tenants WHERE id = %s"
@@ -21,6 +22,9 @@ _SET_LIMITS = """INSERT INTO tenants (id, limits) VALUES (%(id)s, %(value)s)
 ON CONFLICT (id) DO UPDATE SET limits = excluded.limits"""
 _SET = """INSERT INTO tenants (id, memory_defaults) VALUES (%(id)s, %(value)s)
 ON CONFLICT (id) DO UPDATE SET memory_defaults = excluded.memory_defaults"""
+_GET_DROP_FOLDER = "SELECT drop_folder FROM tenants WHERE id = %s"
+_SET_DROP_FOLDER = """INSERT INTO tenants (id, drop_folder) VALUES (%(id)s, %(value)s)
+ON CONFLICT (id) DO UPDATE SET drop_folder = excluded.drop_folder"""
 
 
 def memory_defaults(conn: psycopg.Connection, tenant_id: str) -> dict[str, Any] | None:
@@ -33,6 +37,18 @@ def memory_defaults(conn: psycopg.Connection, tenant_id: str) -> dict[str, Any] 
 def set_memory_defaults(conn: psycopg.Connection, tenant_id: str, value: dict[str, Any] | None) -> None:
     """Replace the tenant's memory defaults (None clears them); creates the tenant if new."""
     conn.execute(_SET, {"id": tenant_id, "value": Jsonb(value) if value is not None else None})
+
+
+def drop_folder_enabled(conn: psycopg.Connection, tenant_id: str) -> bool:
+    """Whether the drop bucket may write into the tenant's stores (on unless turned off; an unknown tenant: on)."""
+    row = conn.execute(_GET_DROP_FOLDER, (tenant_id,)).fetchone()
+    return bool(row[0]) if row else True
+
+
+def set_drop_folder(conn: psycopg.Connection, tenant_id: str, enabled: bool) -> None:
+    """Turn the tenant's drop folder on or off (off: every S3 event under ``<tenant>/`` is refused,
+    :mod:`chalicelib.events.drop`); creates the tenant if new."""
+    conn.execute(_SET_DROP_FOLDER, {"id": tenant_id, "value": enabled})
 
 
 @dataclass(frozen=True, slots=True)

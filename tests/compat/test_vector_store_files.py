@@ -179,6 +179,22 @@ def test_content_of_a_small_text_file(client):
     assert len(page.data) == 1 and page.data[0].type == "text" and page.data[0].text == text
 
 
+@pytest.mark.parametrize("overlap", [0, 50])
+def test_content_of_a_many_chunk_file_is_its_text(client, overlap):
+    # Put back together from the chunks (overlapping or not), not parsed again: the separators between
+    # non-overlapping chunks are the paragraph break or the space between sentences, so the text comes back whole.
+    paragraphs = [" ".join(f"Paragraph {p} sentence {s} on harbour{p * 10 + s} and tide{s}." for s in range(12))
+                  for p in range(6)]
+    text = "\n\n".join(paragraphs)
+    store = client.vector_stores.create(name=f"content-{overlap}")
+    strategy = {"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": overlap}}
+    attached = client.vector_stores.files.create(vector_store_id=store.id, chunking_strategy=strategy,
+                                                 file_id=upload(client, "many.txt", text.encode()))
+    assert attached.status == "completed"
+    page = client.vector_stores.files.content(attached.id, vector_store_id=store.id)
+    assert [item.text for item in page.data] == [text]
+
+
 def test_delete_detaches_but_keeps_the_file(client):
     store = client.vector_stores.create(name="delete")
     keep = client.vector_stores.files.create(vector_store_id=store.id,

@@ -143,3 +143,49 @@ def test_the_memory_lane_runs_its_jobs_once_per_cadence_and_records_them(harness
         runs = conn.execute("SELECT status, counts, finished_at IS NOT NULL FROM job_runs "
                             "WHERE job = 'summarize_conversations'").fetchall()
     assert runs == [("finished", {"summaries": 0}, True)]
+
+
+# Top-level packages of the parsers' dependencies (infra/build.py PARSER_REQUIREMENTS and what they pull in) and
+# Engram's format modules: what the deployed API function does not have.
+PARSER_MODULES = ("pypdf", "pdfminer", "docx", "lxml", "bs4", "bidi", "cryptography", "charset_normalizer",
+                  "chalicelib.ingest.parse.")
+
+
+def _without_parsers(mp: pytest.MonkeyPatch) -> None:
+    """Make every import of the parsers' modules fail in this process, as in the API function's layers."""
+    import sys
+
+    for name in [*PARSER_MODULES, *sys.modules]:
+        if name.startswith(PARSER_MODULES) and name != "chalicelib.ingest.parse.limits":
+            mp.setitem(sys.modules, name.rstrip("."), None)
+
+
+def test_with_inline_ingest_off_the_api_never_parses(harness, pipeline_settings, hashing_embedder):
+    from chalicelib.api.context import forget_keys
+    from chalicelib.store import api_keys
+    from engram_cli import server as local_server
+
+    config = dataclasses.replace(pipeline_settings, inline_ingest=False, poll_after_ms=10)
+    running = local_server.start(config, host="127.0.0.1", port=0, embedder=hashing_embedder, worker_threads=0)
+    try:
+        with connect(config) as conn:
+            key = api_keys.create_key(conn, "acme")[1]
+        api = openai.OpenAI(base_url=running.url, api_key=key, max_retries=0, timeout=30)
+        text = "Tiny tidal notes.\n\nThe second paragraph about the moon."
+        with pytest.MonkeyPatch.context() as mp:
+            _without_parsers(mp)
+            small = api.files.create(file=("tiny.txt", text.encode()), purpose="assistants")
+            store = api.vector_stores.create(name="never-parses")
+            attached = api.vector_stores.files.create(vector_store_id=store.id, file_id=small.id)
+            assert attached.status == "in_progress"  # a tiny file too: it goes through the queue
+        deliveries = harness.drain()  # the ingest consumer parses
+        assert deliveries and not [d for d in deliveries if d.failed_ids]
+        with pytest.MonkeyPatch.context() as mp:
+            _without_parsers(mp)
+            done = api.vector_stores.files.retrieve(small.id, vector_store_id=store.id)
+            assert done.status == "completed"
+            page = api.vector_stores.files.content(small.id, vector_store_id=store.id)
+            assert [item.text for item in page.data] == [text]  # from the chunks, not parsed again
+    finally:
+        running.stop()
+        forget_keys()

@@ -6,6 +6,7 @@ source, a function URL or a gateway response is checked as the resource it becom
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -78,12 +79,16 @@ def test_cfn_lint_reports_nothing(which: str, sam_template: dict[str, Any], cfn:
 def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_dsn_secret(cfn: dict[str, Any]) -> None:
     functions = resources(cfn, "AWS::Lambda::Function")
     assert set(functions) >= FUNCTIONS
-    layers = resources(cfn, "AWS::Lambda::LayerVersion")
-    assert len(layers) == 1
-    (layer,) = layers
+    layers = {props["LayerName"]: name for name, props in resources(cfn, "AWS::Lambda::LayerVersion").items()}
+    assert set(layers) == {"DependenciesLayer", build.PARSERS_LAYER}
+    parsing = {name for name, spec in QUEUE_FUNCTIONS.items() if spec.parses}
+    assert parsing == {"Ingest"}  # the API and every other function run without the parsers' dependencies
     for name, props in functions.items():
         assert props["Runtime"] == "python3.11", name
-        assert {"Ref": layer} in props["Layers"], name
+        assert {"Ref": layers["DependenciesLayer"]} in props["Layers"], name
+        assert ({"Ref": layers[build.PARSERS_LAYER]} in props["Layers"]) == (name in parsing), name
+        # attach requests never parse inline in a deployed function
+        assert props["Environment"]["Variables"]["ENGRAM_INLINE_INGEST"] == "false", name
         assert props["VpcConfig"]["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name
         assert props["VpcConfig"]["SecurityGroupIds"] == [{"Ref": "FunctionSecurityGroup"}], name
         env = props["Environment"]["Variables"]
@@ -103,7 +108,14 @@ def test_the_code_package_holds_our_code_only(code_zip: zipfile.ZipFile) -> None
     names = code_zip.namelist()
     assert {"app.py", "engram_migrate.py", "streaming-front.sh", "chalicelib/config.py"} <= set(names)
     assert not [n for n in names if n.split("/")[0] in HEAVY_MODULES], "model libraries in the code package"
-    assert not [n for n in names if "__pycache__" in n or n.startswith(("tests/", "infra/", "engram_cli/"))]
+    assert not [n for n in names if n.startswith(("tests/", "infra/", "engram_cli/"))]
+    # Bytecode only for the package's own sources, for Lambda's CPython 3.11, used without checking the source (a
+    # read-only file system whose times are not ours): PEP 552 flags 0b01 = hash-based, unchecked.
+    sources = {n for n in names if n.endswith(".py")}
+    cached = {n for n in names if "__pycache__" in n}
+    assert cached == ({importlib.util.cache_from_source(n) for n in sources} if build.bytecode_applies() else set())
+    assert all(n.endswith(".cpython-311.pyc") and int.from_bytes(code_zip.read(n)[4:8], "little") == 0b01
+               for n in cached)
     assert sum(i.file_size for i in code_zip.infolist()) < 5 * 1024 * 1024
     # Lambda runs the startup script directly: it must be executable and start H2's streaming front.
     script = code_zip.getinfo("streaming-front.sh")

@@ -12,9 +12,7 @@ from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
-from chalicelib.errors import EngramError
-from chalicelib.store import attachments, vector_stores
-from chalicelib.store import files as file_rows
+from chalicelib.store import attachments, chunks, vector_stores
 from chalicelib.wire import FileStatus
 
 bp = Blueprint(__name__)
@@ -105,20 +103,12 @@ def delete_vector_store_file(vector_store_id: str, file_id: str) -> dict:
 @bp.route("/vector_stores/{vector_store_id}/files/{file_id}/content", methods=["GET"])
 def vector_store_file_content(vector_store_id: str, file_id: str) -> dict:
     """``vector_stores.files.content(file_id, vector_store_id=)`` → ``vector_store.file_content.page`` holding the
-    file's parsed text as one item (empty for a file that failed)."""
-    from chalicelib.ingest.parse import parse_document  # lazy: the parsers are heavy imports
-
+    file's parsed text as one item (empty for a file that is not ``completed``), put back together from its chunks
+    (:func:`chalicelib.store.chunks.file_text`): the API never parses."""
     tenant = current_tenant()
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
         row = attachments.get(conn, tenant, vector_store_id, _file(file_id))
-        data = file_rows.get_content(conn, tenant, file_id) if row.status == "completed" else None
-    items = []
-    if data is not None:
-        try:
-            text = parse_document(data, row.filename).text
-        except EngramError:
-            text = ""
-        if text:
-            items.append({"type": "text", "text": text})
+        text = chunks.file_text(conn, tenant, vector_store_id, row.file_id) if row.status == "completed" else ""
+    items = [{"type": "text", "text": text}] if text else []
     return {"object": "vector_store.file_content.page", "data": items, "has_more": False, "next_page": None}

@@ -12,29 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
+from chalicelib.entrypoints import resolve
 from chalicelib.errors import DocumentError, UnsupportedFileError
 from chalicelib.ingest.document import ParsedDocument
-from chalicelib.ingest.parse.csv_ import parse_csv
-from chalicelib.ingest.parse.docx import parse_docx
-from chalicelib.ingest.parse.html import parse_html
-from chalicelib.ingest.parse.json_ import parse_json
 from chalicelib.ingest.parse.limits import ParseLimits, display_name
-from chalicelib.ingest.parse.pdf import parse_pdf
-from chalicelib.ingest.parse.text import parse_text
 
 __all__ = ["SUPPORTED_EXTENSIONS", "ParseLimits", "parse_document"]
 
 Parser = Callable[[bytes, str, ParseLimits], ParsedDocument]
 
-_PARSERS: dict[str, Parser] = {
-    ".txt": parse_text,
-    ".md": parse_text,
-    ".csv": parse_csv,
-    ".json": parse_json,
-    ".html": parse_html,
-    ".htm": parse_html,
-    ".pdf": parse_pdf,
-    ".docx": parse_docx,
+# Each format's parser by dotted path, imported on first use: importing this package (the ingestion engine does)
+# loads no parsing library, so code that never parses runs without the parsers' dependencies (the deployed API
+# function has none: infra/build.py PARSER_REQUIREMENTS).
+_PARSERS: dict[str, str] = {
+    ".txt": "chalicelib.ingest.parse.text:parse_text",
+    ".md": "chalicelib.ingest.parse.text:parse_text",
+    ".csv": "chalicelib.ingest.parse.csv_:parse_csv",
+    ".json": "chalicelib.ingest.parse.json_:parse_json",
+    ".html": "chalicelib.ingest.parse.html:parse_html",
+    ".htm": "chalicelib.ingest.parse.html:parse_html",
+    ".pdf": "chalicelib.ingest.parse.pdf:parse_pdf",
+    ".docx": "chalicelib.ingest.parse.docx:parse_docx",
 }
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
@@ -61,13 +59,14 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
     """
     name = display_name(filename)
     extension = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
-    parser = _PARSERS.get(extension)
-    if parser is None:
+    path = _PARSERS.get(extension)
+    if path is None:
         supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
         what = f"the file type {extension}" if extension else "a file without an extension"
         raise UnsupportedFileError(f"{name}: {what} is not supported; supported: {supported}")
     if len(data) > limits.max_bytes:
         raise DocumentError(f"{name} is {len(data):,} bytes; the limit is {limits.max_bytes:,} bytes")
+    parser: Parser = resolve(path)
     try:
         document = parser(data, filename, limits)
     except DocumentError:
