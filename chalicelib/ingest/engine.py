@@ -37,7 +37,8 @@ import psycopg
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery, Dispatcher
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import DocumentError, EmbeddingMismatchError, EngramError, RateLimitError
+from chalicelib.errors import (DocumentError, EmbeddingMismatchError, EngramError, FileContentError,
+                              RateLimitError)
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.messages import BatchMessage, FileMessage
 from chalicelib.ingest.parse import ParseLimits, parse_document
@@ -160,8 +161,9 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     """Parse and chunk the version ``message`` names; inline, embed and swap the chunks in at once, otherwise stage
     them and send their embedding batches (a version already staged re-sends the batches that have not landed).
     ``report``, when given, receives the chunk and embedding counts of an inline run.
-    Returns what happened: ``completed``, ``staged``, ``resent``, ``rejected`` (the document cannot be ingested:
-    the file is ``failed``), ``superseded``, ``missing`` or the job's final status.
+    Returns what happened: ``completed``, ``staged``, ``resent``, ``rejected`` (the document cannot be ingested,
+    or its stored bytes are gone or changed: the file is ``failed``), ``superseded``, ``missing`` or the job's final
+    status.
 
     Raises:
         UpstreamError / RateLimitError: S3, SQS or the embedding service failed (the message is retried).
@@ -175,7 +177,10 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     if job.status == "embedding":
         _send_batches(delivery.dispatcher, job, ingest_jobs.outstanding_batches(conn, job))
         return "resent"
-    data = _read(conn, settings, job)
+    try:
+        data = _read(conn, settings, job)
+    except FileContentError as exc:  # the bytes are gone or changed: retrying cannot help
+        return _end(conn, job, "rejected", {"code": exc.code or "file_content_missing", "message": exc.message})
     if data is None:
         return _supersede(conn, job)
     if len(data) > settings.max_file_bytes:
