@@ -37,6 +37,7 @@ ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
 ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
 ENV_INLINE_MAX_BYTES = "ENGRAM_INLINE_MAX_BYTES"
 ENV_MAX_REQUEST_BYTES = "ENGRAM_MAX_REQUEST_BYTES"
+ENV_INLINE_BUDGET_S = "ENGRAM_INLINE_BUDGET_S"
 ENV_PROCESSING_LEASE_S = "ENGRAM_PROCESSING_LEASE_S"
 ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
 ENV_EXPIRED_RETENTION_S = "ENGRAM_EXPIRED_RETENTION_S"
@@ -127,6 +128,9 @@ class Settings:
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
     db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
     inline_max_bytes: int = setting(1024 * 1024, ENV_INLINE_MAX_BYTES)  # attach requests this small run inline
+    # ... and only as much of them as the embedder's measured rate fits in this many seconds (the rest is queued);
+    # 0 queues every attach.
+    inline_budget_s: float = setting(2.5, ENV_INLINE_BUDGET_S)
     # API Gateway's request payload cap (bytes); larger files use /v1/uploads.
     max_request_bytes: int = setting(10 * 1024 * 1024, ENV_MAX_REQUEST_BYTES)
     # A worker that holds a file longer (seconds) is presumed dead; the file is retried.
