@@ -7,8 +7,10 @@ the chunks still to embed divided by this rate — chunk count, not bytes, becau
 The rate is an exponentially weighted ratio estimator: every call ``(n chunks, t seconds)`` updates
 ``N ← d·N + n`` and ``T ← d·T + t`` with decay ``d`` = :data:`DECAY`, and the rate is ``N / T``. Long calls weigh
 more than short ones (a per-call latency is averaged over its chunks), and the last few dozen calls dominate, so the
-rate follows a machine getting busier (the local model shares its cores with the pump) within a few calls. One
-meter per embedder (its class and model), shared by the threads of the process.
+rate follows a machine getting busier (the local model shares its cores with the pump) within a few calls. The
+first call of each embedder is not counted: it may include loading the model (the local model's ONNX session takes
+about 4 s, against 15–25 ms for a call of 8 chunks) or opening connections. One meter per embedder (its class and
+model), shared by the threads of the process.
 """
 
 from __future__ import annotations
@@ -28,19 +30,24 @@ DECAY = 0.8
 
 @dataclass(slots=True)
 class Meter:
-    """Decayed sums for one embedder: ``chunks`` (texts) and ``seconds`` (wall time of the calls)."""
+    """Decayed sums for one embedder: ``chunks`` (texts) and ``seconds`` (wall time of the calls); ``calls`` seen
+    (the first is not counted)."""
 
     chunks: float = 0.0
     seconds: float = 0.0
+    calls: int = 0
 
     def add(self, chunks: int, seconds: float) -> None:
-        """Count one call of ``chunks`` texts that took ``seconds``."""
+        """Count one call of ``chunks`` texts that took ``seconds`` (unless it is the first)."""
+        self.calls += 1
+        if self.calls == 1:
+            return
         self.chunks = DECAY * self.chunks + chunks
         self.seconds = DECAY * self.seconds + max(seconds, 1e-6)
 
     @property
     def rate(self) -> float | None:
-        """Chunks per second, or None before the first call."""
+        """Chunks per second, or None before the second call."""
         return self.chunks / self.seconds if self.seconds > 0 else None
 
 
@@ -54,7 +61,7 @@ def _key(embedder: Embedder) -> tuple[str, str]:
 
 def record(embedder: Embedder, chunks: int, seconds: float) -> None:
     """Count a call of ``embedder`` that embedded ``chunks`` texts in ``seconds`` (wall time). Empty calls are
-    ignored."""
+    ignored, and so is the first call of each embedder (model loading)."""
     if chunks <= 0:
         return
     with _lock:

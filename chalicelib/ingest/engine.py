@@ -227,14 +227,17 @@ def _fits(conn: psycopg.Connection, tenant_id: str, embedder: Embedder, texts: S
           deadline: float | None) -> bool:
     """Whether embedding ``texts`` inline should end before ``deadline`` (``time.monotonic()`` seconds; None:
     always): the texts the tenant's embedding cache lacks, divided by the embedder's measured rate
-    (:mod:`chalicelib.embed.rate`). An embedder not measured yet embeds a probe of :data:`PROBE_CHUNKS` of them
-    first (their vectors cached, so no work is lost whichever way the file goes)."""
+    (:mod:`chalicelib.embed.rate`). An embedder not measured yet embeds probes of :data:`PROBE_CHUNKS` of them
+    first, up to two (its first call is not measured); their vectors are cached, so no work is lost whichever way
+    the file goes."""
     if deadline is None:
         return True
     hashes = {embedding_cache.text_hash(text): text for text in texts}
     cached = embedding_cache.lookup(conn, tenant_id, embedder.model, list(hashes))
     missing = [text for digest, text in hashes.items() if digest not in cached]
-    if missing and embed_rate.chunks_per_s(embedder) is None:
+    for _ in range(2):  # the first call of an embedder is not measured (it may load the model)
+        if not missing or embed_rate.chunks_per_s(embedder) is not None:
+            break
         embed_with_cache(conn, tenant_id, embedder, missing[:PROBE_CHUNKS])
         missing = missing[PROBE_CHUNKS:]
     estimate = embed_rate.estimate_s(embedder, len(missing))
