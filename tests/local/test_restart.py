@@ -7,7 +7,9 @@ official SDK) stopped and started again on the same data directory.
   stack re-sends open versions;
 - the same after a SIGKILL of ``engram serve`` (a subprocess) mid-ingest;
 - a file's bytes deleted or changed behind Engram's back: a 410 naming the file (``file_content_missing`` /
-  ``file_content_changed``), never a 5xx, and attaching it fails with that ``last_error``.
+  ``file_content_changed``), never a 5xx, and attaching it fails with that ``last_error``;
+- on the same services, an attach whose chunks a slow embedder cannot embed within the inline budget answers
+  ``in_progress`` and is staged and queued through the stack's SQS queues (the embed queue), then completes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 
 from chalicelib import config, deps
 from tests.conftest import REPO
+from tests.fakes.embedding_server import FakeEmbeddingServer
 
 TENANT = "acme"
 TEXT = b"Engram keeps the bytes of every uploaded file.\n\nThe pelican nests on the quay near the lighthouse.\n"
@@ -208,3 +211,26 @@ def test_bytes_deleted_or_changed_behind_engrams_back_are_a_clear_error(services
     with pytest.raises(openai.APIStatusError) as caught:
         client.files.content(third.id).read()
     assert caught.value.status_code == 410 and caught.value.body["code"] == "file_content_missing"
+
+
+def test_an_attach_over_the_inline_budget_goes_through_the_stacks_queues(services):
+    from chalicelib.embed import rate
+
+    with FakeEmbeddingServer(dimension=32) as fake:
+        local, client = services(ENGRAM_EMBEDDING_PROVIDER="openai", ENGRAM_EMBEDDING_BASE_URL=fake.base_url,
+                                 ENGRAM_EMBEDDING_MODEL="fake-stack-slow", ENGRAM_EMBEDDING_DIMENSIONS="32",
+                                 ENGRAM_INLINE_BUDGET_S="0.5", ENGRAM_EMBED_BATCH_CHUNKS="8")
+        rate.forget()
+        fake.delay_per_input_s = 0.05
+        small = client.files.create(file=("small.txt", TEXT), purpose="assistants")
+        store = client.vector_stores.create(name="budget-stack")
+        assert client.vector_stores.files.create(vector_store_id=store.id, file_id=small.id).status == "completed"
+        text = " ".join(f"word{i}" for i in range(20_000)).encode()  # ~40 chunks: ~2 s at 50 ms each
+        big = client.files.create(file=("big.txt", text), purpose="assistants")
+        started = time.monotonic()
+        row = client.vector_stores.files.create(vector_store_id=store.id, file_id=big.id)
+        held_s = time.monotonic() - started
+        assert row.status == "in_progress" and held_s < 1.5, (row.status, held_s)
+        done = _poll(client, store.id, big.id)
+        assert done.status == "completed", done.last_error
+        assert done.usage_bytes > 0
