@@ -38,6 +38,7 @@ ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
 ENV_INLINE_MAX_BYTES = "ENGRAM_INLINE_MAX_BYTES"
 ENV_INLINE_INGEST = "ENGRAM_INLINE_INGEST"
 ENV_MAX_REQUEST_BYTES = "ENGRAM_MAX_REQUEST_BYTES"
+ENV_INLINE_BUDGET_S = "ENGRAM_INLINE_BUDGET_S"
 ENV_PROCESSING_LEASE_S = "ENGRAM_PROCESSING_LEASE_S"
 ENV_PROCESSING_MAX_ATTEMPTS = "ENGRAM_PROCESSING_MAX_ATTEMPTS"
 ENV_EXPIRED_RETENTION_S = "ENGRAM_EXPIRED_RETENTION_S"
@@ -132,6 +133,9 @@ class Settings:
     # False: attach requests never parse or embed in the request, whatever their size; every file goes through the
     # dispatcher (deployed: the ingest queue, so the API function needs no parsers' dependencies; issue 16).
     inline_ingest: bool = setting(True, ENV_INLINE_INGEST)
+    # ... and only as much of them as the embedder's measured rate fits in this many seconds (the rest is queued);
+    # 0 queues every attach.
+    inline_budget_s: float = setting(2.5, ENV_INLINE_BUDGET_S)
     # API Gateway's request payload cap (bytes); larger files use /v1/uploads.
     max_request_bytes: int = setting(10 * 1024 * 1024, ENV_MAX_REQUEST_BYTES)
     # A worker that holds a file longer (seconds) is presumed dead; the file is retried.

@@ -15,6 +15,7 @@ with ``raise ... from exc``; domain code never catches driver exceptions.
     ├── PermissionDeniedError (403)
     ├── NotFoundError (404)
     ├── ConflictError (409)
+    ├── FileContentError (410; code file_content_missing | file_content_changed)   a file's stored bytes are gone
     ├── PayloadTooLargeError (413)
     ├── RateLimitError (429)
     └── UpstreamError (502)                   an embedding or chat service failed
@@ -115,6 +116,18 @@ class ConflictError(EngramError):
     status = 409
     type = "invalid_request_error"
     default_code = "conflict"
+
+
+class FileContentError(EngramError):
+    """410: a file's record exists but its stored bytes do not (``file_content_missing``: the blob was deleted
+    behind Engram's back, or lost with a storage that did not keep it) or are not what was uploaded
+    (``file_content_changed``: their SHA-256 differs from the one recorded at upload). Permanent until the file is
+    uploaded again, so a 4xx that clients do not retry (the OpenAI SDK retries 408, 409, 429 and 5xx); 410 Gone is
+    HTTP's status for "no longer available and likely permanent" (RFC 9110 §15.5.11)."""
+
+    status = 410
+    type = "invalid_request_error"
+    default_code = "file_content_missing"
 
 
 class PayloadTooLargeError(EngramError):

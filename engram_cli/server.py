@@ -8,6 +8,7 @@ Used by ``engram serve`` and by the tests, which start it on an ephemeral port.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -160,6 +161,19 @@ def _request_handler_cls():
     return RequestHandler
 
 
+def _warm_up(settings: Settings) -> None:
+    """Load the local embedding model in a background thread (about 4 s on a laptop), so the first attach or
+    search does not spend its request loading it. A failure is left for the first request to report."""
+
+    def load() -> None:
+        try:
+            deps.embedder(settings).embed(["warm-up"])
+        except Exception:  # the first request that needs the model raises it properly
+            logging.getLogger("engram.local").debug("embedding model warm-up failed", exc_info=True)
+
+    threading.Thread(target=load, name="engram-warm-up", daemon=True).start()
+
+
 def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embedder: Embedder | None = None,
           worker_threads: int = 1) -> RunningServer:
     """Serve ``app.py`` on ``host:port`` (0 picks a free port) in a daemon thread. ``settings`` and ``embedder``
@@ -181,6 +195,8 @@ def start(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, embe
     from chalicelib.store.db import pool
 
     pool(settings)  # start the database and migrate before the first request
+    if embedder is None and settings.embedding_provider == "local":
+        _warm_up(settings)
     config = Config.create(chalice_stage="dev", app_name="engram")
     app_obj = application.app
     if not isinstance(app_obj, LocalChalice):  # what chalice.local.create_local_server does, done once per process:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from chalicelib.config import Settings
 from chalicelib.dispatch import table
-from chalicelib.dispatch.port import Delivery, Message
+from chalicelib.dispatch.port import Delivery, Dispatcher, Message
 
 __all__ = ["LocalDispatcher"]
 
@@ -27,13 +27,17 @@ logger = logging.getLogger("engram.dispatch")
 class LocalDispatcher:
     """Messages handled in this process: ``threads`` background threads (daemon, created on the first send), or
     none — ``threads=0`` runs every message inline, before :meth:`send` returns. Follow-up messages a handler sends
-    go back through the same dispatcher."""
+    go back through the same dispatcher. An inline dispatcher with a ``deadline`` (``time.monotonic()`` seconds)
+    hands its handlers that deadline and ``overflow``, the dispatcher for the work that does not fit before it
+    (:attr:`Delivery.deadline`)."""
 
     durable = False
 
-    def __init__(self, settings: Settings, *, threads: int = 2) -> None:
+    def __init__(self, settings: Settings, *, threads: int = 2, deadline: float | None = None,
+                 overflow: Dispatcher | None = None) -> None:
         self._settings = settings
         self._threads = threads
+        self._deadline, self._overflow = deadline, overflow
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -54,7 +58,8 @@ class LocalDispatcher:
                 self._pool().submit(self._run, message, sent_at)
 
     def _run(self, message: Message, sent_at: datetime) -> None:
-        delivery = Delivery(settings=self._settings, dispatcher=self, arrived_at=sent_at, inline=self.inline)
+        delivery = Delivery(settings=self._settings, dispatcher=self, arrived_at=sent_at, inline=self.inline,
+                            deadline=self._deadline if self.inline else None, overflow=self._overflow)
         try:
             outcome = table.handle(message, delivery)
             logger.debug("%s: %s", message, outcome)

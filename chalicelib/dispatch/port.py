@@ -98,6 +98,10 @@ class Delivery:
         last_attempt: a failure now is final (the SQS receive count reached ``max_receives``, or an in-process
             delivery, which is never retried): the handler's ``give_up`` records it.
         inline: the caller waits for the work (an attach small enough to finish inside its request).
+        deadline: for an inline delivery, when the caller stops waiting (``time.monotonic()`` seconds; None: it
+            waits for everything): work the embedder's measured rate does not fit before it goes to ``overflow``.
+        overflow: where an inline delivery sends the work that does not fit before ``deadline`` (the process's
+            own dispatcher: SQS, or background threads).
     """
 
     settings: Settings
@@ -105,6 +109,8 @@ class Delivery:
     arrived_at: datetime | None = None
     last_attempt: bool = True
     inline: bool = False
+    deadline: float | None = None
+    overflow: Dispatcher | None = None
 
 
 class Dispatcher(Protocol):

@@ -3,13 +3,16 @@ writes nothing), attach in one transaction, then run the ingestion engine (:mod:
 when the request is small or hand the files to the dispatcher.
 
 Inline processing covers the common case the SDK's ``upload_and_poll`` expects — a small file is ``completed`` in
-the response — while large requests return ``in_progress`` at once. Either way each file is processed under a
+the response — while large requests return ``in_progress`` at once, and so does whatever of a small request does not
+fit a few seconds (``Settings.inline_budget_s``) at the embedder's measured rate: no request holds its client for
+long, and the SDK's ``*_and_poll`` helpers poll for the rest. Either way each file is processed under a
 lease (:mod:`chalicelib.store.attachments`), so a request or worker that dies mid-way leaves a file that is retried
 or failed, never one stuck ``in_progress``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,13 +87,23 @@ def attach_all(conn: psycopg.Connection, tenant_id: str, store_id: str, attachme
 
 def process_attached(conn: psycopg.Connection, tenant_id: str, store: VectorStore,
                      attachments: Sequence[Attachment], *, settings: Settings, dispatcher: Dispatcher) -> None:
-    """Claim a version of each attached file and process it: inside this call when ``settings.inline_ingest``
-    and the files total ≤ ``settings.inline_max_bytes`` (the caller gets them ``completed`` or ``failed``),
-    otherwise through ``dispatcher`` (SQS when deployed, background threads locally), leaving them
-    ``in_progress``. Only the inline path imports the parsers."""
+    """Claim a version of each attached file and process it: inside this call when ``settings.inline_ingest`` and
+    the files total ≤ ``settings.inline_max_bytes`` bytes, as far as ``settings.inline_budget_s`` seconds allow (the
+    caller gets those files ``completed`` or ``failed``), the rest through ``dispatcher`` (SQS when deployed,
+    background threads locally), left ``in_progress`` for the caller to poll. A file is kept inline when the chunks
+    it still needs embedded fit the time left at the embedder's measured rate (:func:`engine.stage`); once the budget
+    is spent the remaining files are queued without being read. The request therefore ends about
+    ``inline_budget_s`` after the processing starts, plus the parse of one file. Only the inline path imports the
+    parsers."""
     messages = engine.start(conn, settings, tenant_id, store.id, [item.file.id for item in attachments])
-    inline = settings.inline_ingest and sum(item.file.bytes for item in attachments) <= settings.inline_max_bytes
-    if not inline:
+    if (not settings.inline_ingest or settings.inline_budget_s <= 0
+            or sum(item.file.bytes for item in attachments) > settings.inline_max_bytes):
         engine.send(conn, settings, dispatcher, messages)
         return
-    LocalDispatcher(settings, threads=0).send(messages)
+    deadline = time.monotonic() + settings.inline_budget_s
+    inline = LocalDispatcher(settings, threads=0, deadline=deadline, overflow=dispatcher)
+    for index, message in enumerate(messages):
+        if time.monotonic() >= deadline:
+            engine.send(conn, settings, dispatcher, messages[index:])
+            return
+        inline.send([message])

@@ -27,6 +27,7 @@ security confines every statement to the message's tenant.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,8 +37,9 @@ import psycopg
 
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery, Dispatcher
+from chalicelib.embed import rate as embed_rate
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import DocumentError, EmbeddingMismatchError, EngramError, RateLimitError
+from chalicelib.errors import DocumentError, EmbeddingMismatchError, EngramError, FileContentError, RateLimitError
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.messages import BatchMessage, FileMessage
 from chalicelib.ingest.parse import ParseLimits, parse_document
@@ -71,6 +73,9 @@ logger = logging.getLogger("engram.ingest")
 # 15-minute function timeout = 90 minutes) times a few receives. An in-process dispatcher loses its messages with its
 # process, so there the stall is one lease (Settings.processing_lease_s).
 DURABLE_STALL_S = 6 * 3600.0
+# Texts an embedder not measured yet embeds before an inline attach decides what fits its budget: enough to time
+# a call (the rate is per chunk), few enough to cost a fraction of the budget on a slow CPU model (~20 ms each).
+PROBE_CHUNKS = 8
 
 
 @dataclass(slots=True)
@@ -160,8 +165,9 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     """Parse and chunk the version ``message`` names; inline, embed and swap the chunks in at once, otherwise stage
     them and send their embedding batches (a version already staged re-sends the batches that have not landed).
     ``report``, when given, receives the chunk and embedding counts of an inline run.
-    Returns what happened: ``completed``, ``staged``, ``resent``, ``rejected`` (the document cannot be ingested:
-    the file is ``failed``), ``superseded``, ``missing`` or the job's final status.
+    Returns what happened: ``completed``, ``staged``, ``resent``, ``rejected`` (the document cannot be ingested,
+    or its stored bytes are gone or changed: the file is ``failed``), ``superseded``, ``missing`` or the job's final
+    status.
 
     Raises:
         UpstreamError / RateLimitError: S3, SQS or the embedding service failed (the message is retried).
@@ -175,7 +181,10 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     if job.status == "embedding":
         _send_batches(delivery.dispatcher, job, ingest_jobs.outstanding_batches(conn, job))
         return "resent"
-    data = _read(conn, settings, job)
+    try:
+        data = _read(conn, settings, job)
+    except FileContentError as exc:  # the bytes are gone or changed: retrying cannot help
+        return _end(conn, job, "rejected", {"code": exc.code or "file_content_missing", "message": exc.message})
     if data is None:
         return _supersede(conn, job)
     if len(data) > settings.max_file_bytes:
@@ -188,8 +197,13 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
     except DocumentError as exc:
         return _end(conn, job, "rejected", {"code": exc.code or "invalid_file", "message": exc.message})
     sha256 = file_rows.sha256_hex(data)
+    dispatcher = delivery.dispatcher
     if delivery.inline:
-        return _complete_now(conn, job, embedder, chunks, sha256, data, report)
+        if delivery.overflow is None or _fits(conn, job.tenant_id, embedder, [c.text for c in chunks],
+                                              delivery.deadline):
+            return _complete_now(conn, job, embedder, chunks, sha256, data, report)
+        dispatcher = delivery.overflow  # over the caller's time budget: staged and queued like any other file
+        logger.info("%s v%d: %d chunks do not fit the inline budget; queued", job.file_id, job.version, len(chunks))
     batches = staged_chunks.batch_count(len(chunks), settings.embed_batch_chunks)
     # Two round trips: marking the version staged (which locks it), then the chunks, the digest and the lease with
     # the commit.
@@ -205,8 +219,29 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
         ingest_jobs.heartbeat(conn, staged, lease_s=settings.processing_lease_s)
         if batches == 0:
             return _finalize(conn, staged, embedder, [], [])
-    _send_batches(delivery.dispatcher, job, range(batches))
+    _send_batches(dispatcher, job, range(batches))
     return "staged"
+
+
+def _fits(conn: psycopg.Connection, tenant_id: str, embedder: Embedder, texts: Sequence[str],
+          deadline: float | None) -> bool:
+    """Whether embedding ``texts`` inline should end before ``deadline`` (``time.monotonic()`` seconds; None:
+    always): the texts the tenant's embedding cache lacks, divided by the embedder's measured rate
+    (:mod:`chalicelib.embed.rate`). An embedder not measured yet embeds probes of :data:`PROBE_CHUNKS` of them
+    first, up to two (its first call is not measured); their vectors are cached, so no work is lost whichever way
+    the file goes."""
+    if deadline is None:
+        return True
+    hashes = {embedding_cache.text_hash(text): text for text in texts}
+    cached = embedding_cache.lookup(conn, tenant_id, embedder.model, list(hashes))
+    missing = [text for digest, text in hashes.items() if digest not in cached]
+    for _ in range(2):  # the first call of an embedder is not measured (it may load the model)
+        if not missing or embed_rate.chunks_per_s(embedder) is not None:
+            break
+        embed_with_cache(conn, tenant_id, embedder, missing[:PROBE_CHUNKS])
+        missing = missing[PROBE_CHUNKS:]
+    estimate = embed_rate.estimate_s(embedder, len(missing))
+    return estimate is not None and time.monotonic() + estimate <= deadline
 
 
 def land(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: BatchMessage) -> str:
@@ -271,7 +306,7 @@ def _embed_missing(embedder: Embedder, texts: Sequence[str], cached: Sequence[An
         if digest is not None:
             missing.setdefault(digest, text)
         hashes.append(digest)
-    computed = dict(zip(missing, embedder.embed(list(missing.values())))) if missing else {}
+    computed = dict(zip(missing, embed_rate.embed_timed(embedder, list(missing.values())))) if missing else {}
     vectors = [vector if digest is None else computed[digest] for digest, vector in zip(hashes, cached)]
     return vectors, list(computed.items())
 
@@ -291,7 +326,7 @@ def embed_with_cache(conn: psycopg.Connection, tenant_id: str, embedder: Embedde
         if digest not in cached and digest not in missing:
             missing[digest] = text
     if missing:
-        vectors = embedder.embed(list(missing.values()))
+        vectors = embed_rate.embed_timed(embedder, list(missing.values()))
         fresh = list(zip(missing.keys(), vectors))
         embedding_cache.store(conn, tenant_id, embedder.model, fresh)
         cached.update(fresh)

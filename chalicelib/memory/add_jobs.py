@@ -27,7 +27,7 @@ from chalicelib.embed.base import Embedder
 from chalicelib.errors import EngramError, NotFoundError, RateLimitError
 from chalicelib.memory import write
 
-__all__ = ["AddJob", "AddJobMessage", "JobStatus", "get", "give_up", "handle_add", "run", "submit"]
+__all__ = ["AddJob", "AddJobMessage", "JobStatus", "get", "give_up", "handle_add", "open_jobs", "run", "submit"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -48,6 +48,8 @@ _COMPLETE = """UPDATE memory_jobs SET status = 'completed', results = %(results)
 WHERE tenant_id = %(tenant)s AND id = %(id)s"""
 _NOTE_ERROR = """UPDATE memory_jobs SET last_error = %(error)s, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = %(id)s AND status <> 'completed'"""
+_OPEN = """SELECT tenant_id, id FROM memory_jobs WHERE status IN ('queued', 'in_progress')
+ORDER BY created_at LIMIT %(limit)s"""
 _FAIL = """UPDATE memory_jobs SET status = 'failed', last_error = %(error)s, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = %(id)s AND status <> 'completed'"""
 
@@ -111,6 +113,13 @@ def get(conn: psycopg.Connection, tenant_id: str, job_id: str) -> AddJob:
     if job is None:
         raise NotFoundError(f"No memory job found with id '{job_id}'.", param="job_id")
     return job
+
+
+def open_jobs(conn: psycopg.Connection, *, limit: int = 100_000) -> list[AddJobMessage]:
+    """The messages of every tenant's jobs not yet done (``queued`` or ``in_progress``; run as the owner), oldest
+    first, at most ``limit``: what a restarted local stack re-sends."""
+    return [AddJobMessage(tenant=tenant, job_id=job_id)
+            for tenant, job_id in conn.execute(_OPEN, {"limit": limit}).fetchall()]
 
 
 def handle_add(message: AddJobMessage, delivery: Delivery) -> str:

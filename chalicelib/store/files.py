@@ -53,7 +53,7 @@ WHERE tenant_id = %(tenant)s AND id = %(id)s RETURNING {_FILE_COLUMNS}"""
 _SET_DIGEST = """UPDATE files SET bytes = %(bytes)s, sha256 = %(sha256)s WHERE tenant_id = %(tenant)s AND id = %(id)s"""
 _LIVE = "(expires_at IS NULL OR expires_at > now())"  # expired files are gone to callers before the sweep runs
 _GET_FILE = f"SELECT {_FILE_COLUMNS} FROM files WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"
-_GET_CONTENT = f"""SELECT content, content_bucket, content_key FROM files
+_GET_CONTENT = f"""SELECT content, content_bucket, content_key, sha256, filename FROM files
 WHERE tenant_id = %(tenant)s AND id = %(id)s AND {_LIVE}"""
 _LIST_FILES = f"""SELECT {_FILE_COLUMNS} FROM files
 WHERE tenant_id = %(tenant)s AND {_LIVE} AND (%(purpose)s::text IS NULL OR purpose = %(purpose)s) AND {{keyset}}
@@ -187,19 +187,37 @@ def get_file(conn: psycopg.Connection, tenant_id: str, file_id: str) -> FileRow:
 
 
 def get_content(conn: psycopg.Connection, tenant_id: str, file_id: str) -> bytes:
-    """The file's bytes, from Postgres or from S3.
+    """The file's bytes, from Postgres or from S3. An uploaded file's bytes are checked against the SHA-256
+    recorded at upload; a drop-folder object is the user's to change (each change is a new S3 event, ingested
+    under its ETag), so its bytes are returned as they are.
 
     Raises:
         NotFoundError: no such file for this tenant, or it has no bytes anywhere.
-        BlobNotFoundError: the S3 object the row names is gone (500: storage and database disagree).
+        FileContentError: the stored bytes are gone (``file_content_missing``) or differ from those uploaded
+            (``file_content_changed``); 410, naming the file.
         UpstreamError: S3 failed.
     """
+    from chalicelib.errors import FileContentError
+    from chalicelib.store.blobs import BlobNotFoundError
+
     row = conn.execute(_GET_CONTENT, {"tenant": tenant_id, "id": file_id}).fetchone()
-    if row is not None and row[0] is not None:
-        return bytes(row[0])
-    if row is None or row[2] is None:
+    if row is None or (row[0] is None and row[2] is None):
         raise NotFoundError(f"No content found for file '{file_id}'.", param="file_id")
-    return _object_store(row[1]).get(row[2])
+    content, bucket, key, recorded, filename = row
+    if content is not None:
+        data = bytes(content)
+    else:
+        try:
+            data = _object_store(bucket).get(key)
+        except BlobNotFoundError:
+            raise FileContentError(f"The stored bytes of file '{file_id}' ({filename}) are missing (s3://{bucket}/"
+                                   f"{key} does not exist); upload the file again.", param="file_id") from None
+    uploaded = content is not None or key.startswith(CONTENT_PREFIX)
+    if uploaded and recorded and sha256_hex(data) != recorded:
+        raise FileContentError(f"The stored bytes of file '{file_id}' ({filename}) are not those uploaded (their "
+                               f"SHA-256 differs from {recorded}); upload the file again.", param="file_id",
+                               code="file_content_changed")
+    return data
 
 
 def _object_store(bucket: str) -> Any:

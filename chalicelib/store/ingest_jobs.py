@@ -166,6 +166,12 @@ WHERE (vector_store_id, file_id) IN (
                         AND j.updated_at > now() - make_interval(secs => %(stall)s))
     ORDER BY sf.updated_at LIMIT %(limit)s FOR UPDATE OF sf SKIP LOCKED)
 RETURNING tenant_id, vector_store_id, file_id, attempts"""
+# The version each in_progress attachment is processing, while open (a restarted local stack re-sends them).
+_OPEN_VERSIONS = """
+SELECT j.tenant_id, j.vector_store_id, j.file_id, j.version FROM ingest_jobs j
+JOIN vector_store_files sf ON sf.vector_store_id = j.vector_store_id AND sf.file_id = j.file_id
+WHERE sf.status = 'in_progress' AND sf.attempts = j.version AND j.status IN ('pending', 'embedding')
+ORDER BY j.updated_at LIMIT %(limit)s"""
 # A version whose message could not be sent: nobody will process it, so it is retried at the next housekeeping.
 _ABANDON_JOB = f"""
 UPDATE ingest_jobs SET status = 'superseded', updated_at = now()
@@ -337,6 +343,12 @@ def claim_stuck(conn: psycopg.Connection, *, lease_s: float, max_attempts: int, 
         for tenant, store, file_id, version in rows:
             record(conn, tenant, store, file_id, version)
     return [tuple(row) for row in rows]
+
+
+def open_versions(conn: psycopg.Connection, *, limit: int = 100_000) -> list[tuple[str, str, str, int]]:
+    """Every tenant's open versions (run as the owner): ``(tenant, store, file, version)`` of each ``in_progress``
+    attachment whose current version is ``pending`` or ``embedding``, oldest first, at most ``limit``."""
+    return [tuple(row) for row in conn.execute(_OPEN_VERSIONS, {"limit": limit}).fetchall()]
 
 
 def abandon(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, version: int) -> None:

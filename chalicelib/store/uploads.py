@@ -206,6 +206,7 @@ def complete(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
         InvalidRequestError: the upload is completed, cancelled or expired; a part id repeats, is unknown or
             belongs to another upload (param ``part_ids[i]``); the parts' total differs from the declared
             ``bytes`` (param ``part_ids``); or the MD5 differs (param ``md5``).
+        FileContentError: a part's stored bytes are gone (410, ``upload_part_missing``; nothing changed).
         UpstreamError: the blob store failed (nothing changed).
     """
     seen: set[str] = set()
@@ -229,7 +230,7 @@ def complete(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
             raise InvalidRequestError(
                 f"The parts hold {total:,} bytes, but the upload was created with bytes={upload.bytes:,}; the "
                 "sizes must match.", param="part_ids", code="bytes_mismatch")
-        data = b"".join(blobs.get(found[p].blob_key) for p in part_ids)
+        data = b"".join(_part_bytes(blobs, upload_id, found[p], f"part_ids[{i}]") for i, p in enumerate(part_ids))
         if md5 is not None and hashlib.md5(data).hexdigest() != md5.strip().lower():
             raise InvalidRequestError("The MD5 checksum of the uploaded bytes does not match 'md5'.", param="md5",
                                       code="checksum_mismatch")
@@ -239,6 +240,23 @@ def complete(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_
         conn.execute(_SET_COMPLETED, {"tenant": tenant_id, "id": upload_id, "file": file.id})
     _discard_parts(conn, blobs, tenant_id, upload_id)
     return _with_file(_fetch(conn, tenant_id, upload_id, _GET_UPLOAD), file)
+
+
+def _part_bytes(blobs: BlobStore, upload_id: str, part: UploadPart, param: str) -> bytes:
+    """A part's bytes from the blob store.
+
+    Raises:
+        FileContentError: they are gone (deleted behind Engram's back, or a store that did not keep them).
+    """
+    from chalicelib.errors import FileContentError
+    from chalicelib.store.blobs import BlobNotFoundError
+
+    try:
+        return blobs.get(part.blob_key)
+    except BlobNotFoundError:
+        raise FileContentError(f"The stored bytes of part '{part.id}' of upload '{upload_id}' are missing; add the "
+                               "part again (a new part id) or start a new upload.", param=param,
+                               code="upload_part_missing") from None
 
 
 def cancel(conn: psycopg.Connection, blobs: BlobStore, tenant_id: str, upload_id: str) -> Upload:

@@ -66,6 +66,9 @@ def start_stack(config: Settings, *, host: str = "127.0.0.1", port: int = DEFAUL
                        dsn=dsn or database_url(config), export_env=True)
     stack.start()
     config_module.settings.cache_clear()
+    from chalicelib import aws
+
+    aws.reset()  # clients cached before were built for another endpoint (or none)
     return stack
 
 
@@ -127,15 +130,22 @@ class LocalServices:
 
 def start_services(config: Settings, *, aws_port: int = DEFAULT_PORT, workers: int = 1,
                    pump: bool = True) -> LocalServices:
-    """:func:`start_stack` then (``pump``) :func:`start_pump` with ``workers`` pollers per queue.
+    """:func:`start_stack`, then the messages of the work the previous run left open (its queues died with it:
+    :func:`engram_cli.local.resume.resend_open_work`), then (``pump``) :func:`start_pump` with ``workers``
+    pollers per queue.
 
     Raises:
         OSError: ``aws_port`` is taken.
     """
+    from chalicelib import config as config_module
+    from chalicelib.dispatch.sqs import SqsDispatcher
+    from engram_cli.local.resume import resend_open_work
+
     stack = start_stack(config, port=aws_port)
     state = stack.state
     assert state is not None  # start_stack started it
     try:
+        resend_open_work(config_module.settings(), SqsDispatcher(config_module.settings()))
         running = start_pump(state, workers=workers) if pump else None
     except Exception:
         stack.stop()

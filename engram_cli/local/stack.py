@@ -4,8 +4,10 @@ notification (``s3:ObjectCreated:*`` and ``s3:ObjectRemoved:*`` → the ingest q
 
 The running stack is described by a state file (``<data_dir>/local-stack.json``, :class:`StackState`) so other
 processes (``engram pump``, ``drop``, ``redrive``, ``stats``) find it; :meth:`StackState.env` is the environment a
-handler needs to reach it. moto keeps everything in memory: a restarted stack starts empty and is provisioned again
-(objects and queued messages of the previous run are gone; the database keeps what was ingested).
+handler needs to reach it. moto keeps everything in memory; the bucket's objects are mirrored to
+``<data_dir>/s3/<bucket>/`` as they are written (:mod:`engram_cli.local.s3_disk`) and loaded back when a stack starts
+on the same data directory. Queued messages are not kept: the work they carried is re-sent from the database when
+``engram serve`` starts (:mod:`engram_cli.local.resume`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 # LocalStack's well-known edge port, so tools configured for a local AWS endpoint find this one too.
 DEFAULT_PORT = 4566
 STATE_FILE = "local-stack.json"
+OBJECTS_DIR = "s3"  # <data_dir>/s3/<bucket>/: the bucket's objects, kept across restarts
 DEFAULT_BUCKET = "engram-local"
 DLQ_SUFFIX = "-dlq"
 # Chalice's default Lambda timeout (``lambda_timeout``, seconds), for queues whose consumer sets none. AWS asks for a
@@ -201,15 +204,17 @@ class LocalStack:
     Use :meth:`start` / :meth:`stop` (or as a context manager). :meth:`start` resets moto's in-memory backends
     (shared by every moto server and mock of the process), provisions, writes the state file under ``data_dir`` and,
     with ``export_env``, exports the stack's environment to this process (:func:`apply_env`); :meth:`stop` removes
-    the state file, restores the environment and stops the server.
+    the state file, restores the environment and stops the server. With ``keep_objects`` the bucket's objects are
+    loaded from ``<data_dir>/s3/<bucket>/`` at start and every write is mirrored there (:mod:`s3_disk`).
     """
 
     def __init__(self, data_dir: Path, *, queues: dict[str, str], notify_queue: str, max_receives: int,
                  bucket: str = DEFAULT_BUCKET, region: str = "us-east-1", host: str = "127.0.0.1",
                  port: int = DEFAULT_PORT,
                  visibility_timeout_s: int | dict[str, int] = DEFAULT_VISIBILITY_TIMEOUT_S,
-                 dsn: str | None = None, export_env: bool = False) -> None:
+                 dsn: str | None = None, export_env: bool = False, keep_objects: bool = True) -> None:
         self._data_dir = Path(data_dir)
+        self._bucket, self._keep_objects = bucket, keep_objects
         self._export_env = export_env
         self._previous_env: dict[str, str | None] = {}
         self._provision = functools.partial(provision, bucket=bucket, queues=dict(queues), notify_queue=notify_queue,
@@ -227,7 +232,7 @@ class LocalStack:
         """
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-        from engram_cli.local import moto_fixes
+        from engram_cli.local import moto_fixes, s3_disk
 
         moto_fixes.apply()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per SQS poll
@@ -240,6 +245,13 @@ class LocalStack:
         # moto's backends are per process, not per server: start from nothing, as a new process does.
         httpx.post(f"http://{host}:{port}/moto-api/reset", timeout=10.0).raise_for_status()
         self.state = self._provision(f"http://{host}:{port}", self._region)
+        if self._keep_objects:
+            folder = self.objects_dir
+            restored = s3_disk.restore(self._bucket, folder) if s3_disk.install() else 0
+            s3_disk.keep(self._bucket, folder)
+            if restored:
+                logging.getLogger("engram.local").info("restored %d object(s) of %s from %s", restored,
+                                                       self._bucket, folder)
         self.state.save(self._data_dir)
         if self._export_env:
             self._previous_env = apply_env(self.state)
@@ -255,9 +267,18 @@ class LocalStack:
             pass
         restore_env(self._previous_env)
         self._previous_env = {}
+        if self._keep_objects:
+            from engram_cli.local import s3_disk
+
+            s3_disk.forget(self._bucket)
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+    @property
+    def objects_dir(self) -> Path:
+        """Where the bucket's objects are kept: ``<data_dir>/s3/<bucket>``."""
+        return self._data_dir / OBJECTS_DIR / self._bucket
 
     def __enter__(self) -> StackState:
         return self.start()

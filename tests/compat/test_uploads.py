@@ -301,3 +301,17 @@ def test_fifty_megabyte_pdf(client, tmp_path, big_files):
     assert any("ultramarine pangolin" in c.text for hit in page.data for c in hit.content)
     print(f"\n50 MB PDF ({len(data):,} bytes, {-(-len(data) // (8 * MIB))} parts): upload {uploaded - started:.1f}s, "
           f"ingest {ingested - uploaded:.1f}s, total {time.monotonic() - started:.1f}s")
+
+
+def test_a_part_deleted_behind_engrams_back_is_a_410_naming_it(client, api_settings):
+    from chalicelib import deps
+
+    upload = client.uploads.create(bytes=3, filename="x.txt", mime_type="text/plain", purpose="assistants")
+    part = client.uploads.parts.create(upload.id, data=b"abc")
+    assert deps.blob_store(api_settings).delete_prefix(f"acme/uploads/{upload.id}/{part.id}") == 1
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.uploads.complete(upload.id, part_ids=[part.id])
+    assert caught.value.status_code == 410
+    assert caught.value.body["code"] == "upload_part_missing" and part.id in caught.value.body["message"]
+    assert caught.value.body["param"] == "part_ids[0]"
+    assert client.uploads.parts.create(upload.id, data=b"abc").id  # the upload is still pending

@@ -8,6 +8,9 @@ asks for ``dimensions``. Outages are scripted:
   carry ``retry-after-ms: 1``), then the service recovers;
 - ``fake.go_down(status=503)`` / ``fake.come_up()``: every request fails until told otherwise.
 
+Speed is scripted too: ``fake.delay_per_input_s = 0.05`` makes each request take that long per text it embeds
+(a slow model: time proportional to the chunk count).
+
 ``fake.requests`` counts requests, ``fake.failures`` the failed answers, ``fake.inputs`` the texts embedded.
 
 Example::
@@ -25,6 +28,7 @@ import json
 import math
 import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,6 +56,7 @@ class FakeEmbeddingServer:
         self.requests = 0
         self.failures = 0
         self.inputs: list[str] = []
+        self.delay_per_input_s = 0.0
         self._lock = threading.Lock()
         self._fail_remaining = 0
         self._fail_status = 500
@@ -123,6 +128,8 @@ class FakeEmbeddingServer:
                 dimension = int(request.get("dimensions") or fake.dimension)
                 with fake._lock:
                     fake.inputs.extend(texts)
+                if fake.delay_per_input_s > 0:
+                    time.sleep(fake.delay_per_input_s * len(texts))
                 data = [{"object": "embedding", "index": i, "embedding": vector_for(t, dimension)}
                         for i, t in enumerate(texts)]
                 tokens = sum(len(t.split()) for t in texts)

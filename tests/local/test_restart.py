@@ -1,0 +1,236 @@
+"""The local stack loses nothing on restart: ``engram serve``'s services (moto, the pump, the API, through the
+official SDK) stopped and started again on the same data directory.
+
+- uploaded files' bytes survive: ``files.content``, ``vector_stores.files.content``, attaching again and search
+  work after the restart;
+- a file still in flight (its message queued, not handled) when the stack stops completes after the restart: the
+  stack re-sends open versions;
+- the same after a SIGKILL of ``engram serve`` (a subprocess) mid-ingest;
+- a file's bytes deleted or changed behind Engram's back: a 410 naming the file (``file_content_missing`` /
+  ``file_content_changed``), never a 5xx, and attaching it fails with that ``last_error``;
+- on the same services, an attach whose chunks a slow embedder cannot embed within the inline budget answers
+  ``in_progress`` and is staged and queued through the stack's SQS queues (the embed queue), then completes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from chalicelib import config, deps
+from tests.conftest import REPO
+from tests.fakes.embedding_server import FakeEmbeddingServer
+
+TENANT = "acme"
+TEXT = b"Engram keeps the bytes of every uploaded file.\n\nThe pelican nests on the quay near the lighthouse.\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture()
+def services(settings, tmp_path, monkeypatch) -> Iterator[Callable[..., tuple[Any, openai.OpenAI]]]:
+    """``start(pump=True, **env)`` → ``(services, client)``: the local services on ``tmp_path`` (the data
+    directory, the same for every start of the test) with the API, and an SDK client with a key of ``TENANT``.
+    Stop them with ``services.stop()``; whatever is still running is stopped afterwards."""
+    from chalicelib import aws
+    from chalicelib.api.context import forget_keys
+    from chalicelib.store import api_keys
+    from chalicelib.store.db import close_pools, connect
+    from chalicelib.store.vector_stores import ensure_tenant
+    from engram_cli.local import run
+
+    saved = dict(os.environ)
+    running: list[Any] = []
+    key: list[str] = []
+
+    def start(pump: bool = True, **env: str) -> tuple[Any, openai.OpenAI]:
+        base = {"DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
+                "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
+                "ENGRAM_METRICS": "off"}
+        for name, value in {**base, **env}.items():
+            monkeypatch.setenv(name, value)
+        config.settings.cache_clear()
+        deps.reset()
+        local = run.start_services(config.settings(), aws_port=0, workers=1, pump=pump)
+        running.append(local)
+        local.serve_api("127.0.0.1", 0)
+        if not key:
+            with connect(config.settings()) as conn:
+                ensure_tenant(conn, TENANT)
+                key.append(api_keys.create_key(conn, TENANT)[1])
+        return local, openai.OpenAI(base_url=local.api.url, api_key=key[0], max_retries=0, timeout=60)
+
+    yield start
+    for local in running:
+        try:
+            local.stop()
+        except Exception:
+            pass
+    os.environ.clear()
+    os.environ.update(saved)
+    config.settings.cache_clear()
+    forget_keys()
+    deps.reset()
+    aws.reset()
+    close_pools()
+
+
+def _poll(client: openai.OpenAI, store_id: str, file_id: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        row = client.vector_stores.files.retrieve(file_id, vector_store_id=store_id)
+        if row.status != "in_progress" or time.monotonic() > deadline:
+            return row
+        time.sleep(0.2)
+
+
+def _content(client: openai.OpenAI, store_id: str, file_id: str) -> str:
+    return "".join(part.text for part in client.vector_stores.files.content(file_id, vector_store_id=store_id))
+
+
+def test_uploaded_bytes_survive_a_restart(services):
+    local, client = services()
+    kept = client.files.create(file=("kept.txt", TEXT), purpose="assistants")
+    later = client.files.create(file=("later.txt", TEXT.replace(b"pelican", b"cormorant")), purpose="assistants")
+    store = client.vector_stores.create(name="restart")
+    assert client.vector_stores.files.create_and_poll(kept.id, vector_store_id=store.id).status == "completed"
+    objects = local.stack.objects_dir
+    local.stop()
+    assert len(list(objects.glob("*.bin"))) == 2  # both uploads are on disk under the data directory
+
+    local, client = services()
+    assert client.files.content(kept.id).read() == TEXT
+    assert "pelican" in _content(client, store.id, kept.id)
+    attached = client.vector_stores.files.create_and_poll(later.id, vector_store_id=store.id)
+    assert attached.status == "completed", attached.last_error
+    again = client.vector_stores.files.create_and_poll(kept.id, vector_store_id=store.id)  # re-attach: re-read
+    assert again.status == "completed", again.last_error
+    hits = client.vector_stores.search(store.id, query="cormorant quay", max_num_results=2)
+    assert hits.data[0].file_id == later.id
+
+
+def test_a_file_in_flight_at_stop_completes_after_the_restart(services):
+    local, client = services(pump=False, ENGRAM_INLINE_MAX_BYTES="0")  # every attach goes through the queue
+    upload = client.files.create(file=("queued.txt", TEXT), purpose="assistants")
+    store = client.vector_stores.create(name="in-flight")
+    queued = client.vector_stores.files.create(vector_store_id=store.id, file_id=upload.id)
+    assert queued.status == "in_progress"
+    local.stop()  # its ingest message dies with moto's queue
+
+    local, client = services(pump=True)
+    row = _poll(client, store.id, upload.id)
+    assert row.status == "completed", row.last_error
+    assert "lighthouse" in _content(client, store.id, upload.id)
+
+
+def test_a_sigkilled_serve_loses_nothing(services, settings, tmp_path):
+    api_port, aws_port = _free_port(), _free_port()
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
+           "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
+           "ENGRAM_METRICS": "off", "ENGRAM_INLINE_MAX_BYTES": "0"}
+    child = subprocess.Popen([sys.executable, "-m", "engram_cli.main", "serve", "--no-pump", "--port", str(api_port),
+                              "--aws-port", str(aws_port)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        from chalicelib.store import api_keys
+        from chalicelib.store.db import connect
+        from chalicelib.store.vector_stores import ensure_tenant
+
+        with connect(settings) as conn:
+            ensure_tenant(conn, TENANT)
+            key = api_keys.create_key(conn, TENANT)[1]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{api_port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert child.poll() is None and time.monotonic() < deadline, child.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{api_port}/v1", api_key=key, max_retries=0)
+        upload = client.files.create(file=("killed.txt", TEXT), purpose="assistants")
+        store = client.vector_stores.create(name="killed")
+        assert client.vector_stores.files.create(vector_store_id=store.id, file_id=upload.id).status == "in_progress"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+
+    local, client = services(pump=True)  # the same data directory; the dead stack's state file is stale
+    row = _poll(client, store.id, upload.id)
+    assert row.status == "completed", row.last_error
+    assert client.files.content(upload.id).read() == TEXT
+
+
+def test_bytes_deleted_or_changed_behind_engrams_back_are_a_clear_error(services):
+    from chalicelib.store.files import content_key
+
+    local, client = services()
+    gone = client.files.create(file=("gone.txt", TEXT), purpose="assistants")
+    changed = client.files.create(file=("changed.txt", TEXT), purpose="assistants")
+    s3, bucket = local.state.client("s3"), local.state.bucket
+    s3.delete_object(Bucket=bucket, Key=content_key(TENANT, gone.id))
+    s3.put_object(Bucket=bucket, Key=content_key(TENANT, changed.id), Body=TEXT + b"tampered")
+
+    for file, code, name in ((gone, "file_content_missing", "gone.txt"),
+                             (changed, "file_content_changed", "changed.txt")):
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.files.content(file.id).read()
+        assert caught.value.status_code == 410
+        error = caught.value.body
+        assert error["code"] == code and file.id in error["message"] and name in error["message"], error
+    store = client.vector_stores.create(name="behind-the-back")
+    for file, code in ((gone, "file_content_missing"), (changed, "file_content_changed")):
+        row = client.vector_stores.files.create_and_poll(file.id, vector_store_id=store.id)
+        assert row.status == "failed" and row.last_error.code == code and file.id in row.last_error.message, row
+
+    # deleted on disk while the stack is stopped: the same error after the restart
+    objects: Path = local.stack.objects_dir
+    third = client.files.create(file=("third.txt", TEXT), purpose="assistants")
+    local.stop()
+    for path in objects.iterdir():
+        if path.suffix == ".json" and third.id in path.read_text():
+            path.unlink()
+            path.with_suffix(".bin").unlink()
+    local, client = services()
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.files.content(third.id).read()
+    assert caught.value.status_code == 410 and caught.value.body["code"] == "file_content_missing"
+
+
+def test_an_attach_over_the_inline_budget_goes_through_the_stacks_queues(services):
+    from chalicelib.embed import rate
+
+    with FakeEmbeddingServer(dimension=32) as fake:
+        local, client = services(ENGRAM_EMBEDDING_PROVIDER="openai", ENGRAM_EMBEDDING_BASE_URL=fake.base_url,
+                                 ENGRAM_EMBEDDING_MODEL="fake-stack-slow", ENGRAM_EMBEDDING_DIMENSIONS="32",
+                                 ENGRAM_INLINE_BUDGET_S="0.5", ENGRAM_EMBED_BATCH_CHUNKS="8")
+        rate.forget()
+        fake.delay_per_input_s = 0.05
+        small = client.files.create(file=("small.txt", TEXT), purpose="assistants")
+        store = client.vector_stores.create(name="budget-stack")
+        assert client.vector_stores.files.create(vector_store_id=store.id, file_id=small.id).status == "completed"
+        text = " ".join(f"word{i}" for i in range(20_000)).encode()  # ~40 chunks: ~2 s at 50 ms each
+        big = client.files.create(file=("big.txt", text), purpose="assistants")
+        started = time.monotonic()
+        row = client.vector_stores.files.create(vector_store_id=store.id, file_id=big.id)
+        held_s = time.monotonic() - started
+        assert row.status == "in_progress" and held_s < 1.5, (row.status, held_s)
+        done = _poll(client, store.id, big.id)
+        assert done.status == "completed", done.last_error
+        assert done.usage_bytes > 0
