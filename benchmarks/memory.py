@@ -316,7 +316,7 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
                          "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
         if args.dump_rankings:
             Path(args.dump_rankings).write_text(json.dumps(rankings))
-    if args.ablation:
+    if args.ablation or args.aged:
         # As if each memory had been written live, at its session's time: freshness and decay then count from the
         # session (the questions come the day after the last one). Rolled back afterwards.
         name = "default, memories created at their session times (decay active)"
@@ -586,6 +586,9 @@ def main() -> int:
     parser.add_argument("--decay-floor", type=float, default=None,
                         help="recall: override ENGRAM_MEMORY_DECAY_FLOOR (matters in the 'created at their session "
                              "times' variant)")
+    parser.add_argument("--aged", action="store_true",
+                        help="recall: also evaluate the 'created at their session times' variant without the "
+                             "ablation (to compare decay floors)")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--memories", type=int, default=100_000, help="scale: memories in all")
     parser.add_argument("--users", type=int, default=1000, help="scale: users they are spread over")
