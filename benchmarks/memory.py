@@ -13,8 +13,9 @@ Three parts (``--parts``, default all three):
   them (macro averages): Recall@5/10/20, All@10, nDCG@10, per category and overall, for each recall variant
   (an ablation: the memory signals added one at a time, then the default with each one left out, then the
   default as if every memory had been written live at its session's time, so that freshness and decay count
-  from then; ``--decay-floor`` changes the floor for that). Embeddings go through Engram's content-hash
-  embedding cache, so only the first run embeds (the local MiniLM: minutes on 2 cores).
+  from then; ``--decay-floor`` changes the floor for that; ``--aged`` evaluates it without the rest of the
+  ablation). Embeddings go through Engram's content-hash embedding cache, so only the first run embeds (the
+  local MiniLM: minutes on 2 cores).
 * ``scale`` — ``--memories`` memories (default 100,000) over ``--users`` users (1,000) in one tenant with the
   hashing embedder: add throughput (``infer: false``, ``--batch`` messages per add) and scoped search p50/p95,
   with the EXPLAIN of the search's statements.
