@@ -13,8 +13,9 @@ Three parts (``--parts``, default all three):
   them (macro averages): Recall@5/10/20, All@10, nDCG@10, per category and overall, for each recall variant
   (an ablation: the memory signals added one at a time, then the default with each one left out, then the
   default as if every memory had been written live at its session's time, so that freshness and decay count
-  from then; ``--decay-floor`` changes the floor for that). Embeddings go through Engram's content-hash
-  embedding cache, so only the first run embeds (the local MiniLM: minutes on 2 cores).
+  from then; ``--decay-floor`` changes the floor for that; ``--aged`` evaluates it without the rest of the
+  ablation). Embeddings go through Engram's content-hash embedding cache, so only the first run embeds (the
+  local MiniLM: minutes on 2 cores).
 * ``scale`` — ``--memories`` memories (default 100,000) over ``--users`` users (1,000) in one tenant with the
   hashing embedder: add throughput (``infer: false``, ``--batch`` messages per add) and scoped search p50/p95,
   with the EXPLAIN of the search's statements.
@@ -316,7 +317,7 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
                          "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
         if args.dump_rankings:
             Path(args.dump_rankings).write_text(json.dumps(rankings))
-    if args.ablation:
+    if args.ablation or args.aged:
         # As if each memory had been written live, at its session's time: freshness and decay then count from the
         # session (the questions come the day after the last one). Rolled back afterwards.
         name = "default, memories created at their session times (decay active)"
@@ -586,6 +587,9 @@ def main() -> int:
     parser.add_argument("--decay-floor", type=float, default=None,
                         help="recall: override ENGRAM_MEMORY_DECAY_FLOOR (matters in the 'created at their session "
                              "times' variant)")
+    parser.add_argument("--aged", action="store_true",
+                        help="recall: also evaluate the 'created at their session times' variant without the "
+                             "ablation (to compare decay floors)")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--memories", type=int, default=100_000, help="scale: memories in all")
     parser.add_argument("--users", type=int, default=1000, help="scale: users they are spread over")

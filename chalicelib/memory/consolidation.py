@@ -131,13 +131,18 @@ def consolidate_scope(conn: psycopg.Connection, key: ScopeKey, *, near_duplicate
     pairs = conn.execute(_PAIRS, {"tenant": key.tenant, "ids": list(rows),
                                   "max_distance": 1 - threshold}).fetchall()
     duplicates = _groups([(a, b) for a, b, sim in pairs if sim >= near_duplicate or rows[a].hash == rows[b].hash])
+    survivors: set[str] = set()
     for group in duplicates:
-        if _merge_duplicates(conn, key, [rows[i] for i in group], actor):
+        survivor = _merge_duplicates(conn, key, [rows[i] for i in group], actor)
+        if survivor is not None:
+            survivors.add(survivor)
             counts["groups"] += 1
             counts["merged"] += len(group) - 1
     if backend is None or model is None:
         return counts
-    taken = {i for g in duplicates for i in g}
+    # A duplicate group's survivor stays in the pass: it can still be merged with related memories (else a second
+    # run would find that work, and a pass would not be complete).
+    taken = {i for g in duplicates for i in g} - survivors
     related = _groups([(a, b) for a, b, sim in pairs if a not in taken and b not in taken])
     for group in related:
         members = sorted((rows[i] for i in group), key=lambda r: r.created_at)[:MAX_GROUP]
@@ -173,14 +178,16 @@ def _still_active(conn: psycopg.Connection, tenant: str, ids_: list[str]) -> boo
     return int(count) == len(ids_)
 
 
-def _merge_duplicates(conn: psycopg.Connection, key: ScopeKey, members: list[_Row], actor: str) -> bool:
+def _merge_duplicates(conn: psycopg.Connection, key: ScopeKey, members: list[_Row], actor: str) -> str | None:
+    """Merge one duplicate group into its best member; returns that survivor's id, or None when a member is no
+    longer active (merged by another run)."""
     survivor = max(members, key=lambda r: (r.pinned, r.confidence, r.importance, -r.created_at.timestamp(), r.id))
     merged = [r for r in members if r.id != survivor.id]
     scope = key.scope()
     with conn.transaction():
         store.lock_scope(conn, key.tenant, scope)
         if not _still_active(conn, key.tenant, [r.id for r in members]):
-            return False
+            return None
         conn.execute(_MERGE, {"tenant": key.tenant, "into": survivor.id, "ids": [r.id for r in merged]})
         conn.execute(_SURVIVE, {"tenant": key.tenant, "id": survivor.id, "delta": CONFIDENCE_STEP * len(merged)})
         for r in merged:
@@ -188,7 +195,7 @@ def _merge_duplicates(conn: psycopg.Connection, key: ScopeKey, members: list[_Ro
                          actor=actor, details={"consolidated_into": survivor.id, "kind": "duplicate"})
         audit.record(conn, key.tenant, "consolidation", "memory", survivor.id, scope, actor=actor,
                      details={"kind": "duplicate", "merged": [r.id for r in merged]})
-    return True
+    return survivor.id
 
 
 def _merge_related(conn: psycopg.Connection, key: ScopeKey, members: list[_Row], embedder: Embedder,

@@ -193,6 +193,27 @@ def test_consolidation_with_a_model_merges_related_memories_into_one(lifecycle, 
     assert store.get(conn, "related", first).consolidated_into is None
 
 
+def test_consolidation_with_a_model_merges_a_duplicate_survivor_with_related_memories_in_one_pass(
+        lifecycle, conn, hashing_embedder, fake):
+    settings = dataclasses.replace(lifecycle, memory_model="fake-memory", chat_base_url=fake.base_url,
+                                   chat_api_key="sk-test", chat_max_retries=0)
+    embedder = hashing_embedder
+    vector_stores.ensure_tenant(conn, "related-dup")
+    best = _insert_copy(conn, "related-dup", "ada", "Ada lives in Lisbon near the river", embedder, confidence=0.9)
+    copy = _insert_copy(conn, "related-dup", "ada", "Ada lives in Lisbon near the river", embedder, confidence=0.6)
+    related = _insert_copy(conn, "related-dup", "ada", "Ada lives in Lisbon near the river Tagus", embedder)
+    fake.clear()
+    fake.push(text(json.dumps({"memory": "Ada lives in Lisbon, near the river Tagus."})))
+    assert _run(settings, "consolidation", "related-dup") == {"scopes": 1, "groups": 2, "merged": 3}
+    assert store.get(conn, "related-dup", copy).consolidated_into == best
+    merged = store.get(conn, "related-dup", best).consolidated_into
+    assert merged and store.get(conn, "related-dup", related).consolidated_into == merged
+    assert [m for m in fake.requests[0]["messages"][-1]["content"].splitlines()] == [
+        "- Ada lives in Lisbon near the river", "- Ada lives in Lisbon near the river Tagus"]
+    assert _run(settings, "consolidation", "related-dup")["merged"] == 0  # the pass was complete
+    assert len(fake.requests) == 1
+
+
 def test_quiet_threads_become_episodes_then_instances(lifecycle, conn, hashing_embedder):
     settings, embedder = lifecycle, hashing_embedder
     vector_stores.ensure_tenant(conn, "episodes")
