@@ -30,7 +30,7 @@ from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.keyword import query_terms
 
 STEPS = {
-    "    -- a. θ₀ from the heads of the lists.": "start",
+    "    -- a. θ₀ from the heads of the lists": "start",
     "    -- b. Skip what cannot reach θ₀": "seeded",
     "    -- c. Many chunks within reach of θ": "read",
     "    -- Exact scores, best upper bound first": "completed",

@@ -192,6 +192,59 @@ def test_filtered_hnsw_search_returns_min_k_matching(conn, settings, hashing_emb
     assert len(both) == 50
 
 
+def test_a_filter_narrows_the_scope_to_its_files_without_changing_results(conn, settings, hashing_embedder,
+                                                                          monkeypatch):
+    """A filter matching few files is answered over those files' chunks (file attributes say which): same hits and
+    scores as searching the whole store with the filter; attribute updates are followed at once."""
+    from chalicelib.search import service
+    from chalicelib.store import attachments
+
+    store = _store(conn, "t4", "narrow", hashing_embedder)
+    file_ids = {}
+    for i in range(20):
+        text = "\n\n".join(f"Note {i}.{j} on harbour topic {(i + j) % 7} with cargo w{i * j % 11}." for j in range(12))
+        result = ingest_bytes(conn, settings, "t4", store, filename=f"n{i}.txt", data=text.encode(),
+                              embedder=hashing_embedder, attributes={"shard": i, "even": i % 2 == 0},
+                              chunking_strategy={"type": "static",
+                                                 "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+        file_ids[i] = result.file_id
+    store = vector_stores.get(conn, "t4", store.id)
+    assert store.chunk_count >= 40
+    scans: list[int] = []
+    real_matching = attachments.matching_files
+
+    def counting(*args, **kwargs):
+        found = real_matching(*args, **kwargs)
+        scans.append(sum(found.values()))
+        return found
+
+    monkeypatch.setattr(attachments, "matching_files", counting)
+    filters = [{"type": "eq", "key": "shard", "value": 7}, {"type": "in", "key": "shard", "value": [1, 2, 3]},
+               {"type": "eq", "key": "even", "value": True}, {"type": "eq", "key": "shard", "value": 99}]
+    for ranking in (RankingOptions(), RankingOptions(text_weight=0.0), RankingOptions(embedding_weight=0.0)):
+        for f in filters:
+            def run(ranking=ranking, f=f):
+                return [(h.file_id, h.chunk_index, round(h.score, 9))
+                        for h in search(conn, "t4", [store], "harbour topic 3 cargo", embedder=hashing_embedder,
+                                        settings=settings, limit=15, ranking=ranking, filters=f)]
+            monkeypatch.setattr(service, "NARROW_MAX_SHARE", 0.5)
+            narrowed = run()
+            monkeypatch.setattr(service, "NARROW_MAX_SHARE", -1.0)  # never narrow
+            whole = run()
+            assert narrowed == whole
+            matching = {file_ids[i] for i in range(20) if (f["key"] == "even" and i % 2 == 0)
+                        or (f["key"] == "shard" and i in (f["value"] if isinstance(f["value"], list) else [f["value"]]))}
+            assert {h[0] for h in narrowed} <= matching
+            per_file = store.chunk_count // 20
+            assert len(narrowed) == min(15, per_file * len(matching)) or f["key"] == "even"
+    assert scans and max(scans) <= store.chunk_count
+    monkeypatch.setattr(service, "NARROW_MAX_SHARE", 0.5)
+    attachments.update_attributes(conn, "t4", store.id, file_ids[5], {"shard": 99})
+    hits = search(conn, "t4", [store], "harbour", embedder=hashing_embedder, settings=settings, limit=10,
+                  filters={"type": "eq", "key": "shard", "value": 99})
+    assert hits and {h.file_id for h in hits} == {file_ids[5]}
+
+
 @pytest.mark.parametrize("filters, expected", [
     pytest.param({"type": "eq", "key": "n", "value": 2}, [2], id="eq-number"),
     pytest.param({"type": "ne", "key": "tag", "value": "even"}, [1, 3, 9], id="ne-matches-missing-key"),
@@ -395,10 +448,11 @@ def test_a_database_migrated_past_0011_without_it_gets_it(database_url, settings
         conn.close()
 
 
-def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings, hashing_embedder):
+def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings, hashing_embedder, monkeypatch):
     """Each leg returns only its top ``depth``; every fused candidate still gets the exact cosine and BM25 of the
-    other leg, its relevance is the documented function of them, and fusion's order is unchanged (hybrid:
-    reciprocal rank fusion of the two legs; vector-only: by cosine; keyword-only: by BM25)."""
+    other leg, its relevance is the documented function of them, and the order is the documented one (hybrid: the
+    candidates of reciprocal rank fusion of the two legs in relevance order, ties in fusion order; vector-only: by
+    cosine; keyword-only: by BM25)."""
     import random
 
     from chalicelib.search.fusion import reciprocal_rank_fusion
@@ -436,9 +490,12 @@ def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings
         elif weights.embedding == 0:
             assert [r.id for r in ranked] == keyword_ids
         else:
-            fused = reciprocal_rank_fusion([(weights.embedding, vector_ids), (weights.text, keyword_ids)])
-            assert [r.id for r in ranked] == [i for i, _ in fused]
+            fused = [i for i, _ in reciprocal_rank_fusion([(weights.embedding, vector_ids), (weights.text, keyword_ids)])]
+            assert sorted(r.id for r in ranked) == sorted(fused)
             assert set(vector_ids) ^ set(keyword_ids) <= {r.id for r in ranked}  # one-leg candidates are there
+            by_relevance = sorted(ranked, key=lambda r: (-r.relevance, fused.index(r.id)))
+            assert [r.id for r in ranked] == [r.id for r in by_relevance]
+            assert [r.id for r in ranked] != fused  # (the legs disagree enough that the order is not fusion's)
         for r in ranked:
             sim = cosine[r.id] if weights.embedding > 0 else None
             kw = keyword[r.id] if weights.text > 0 else None
@@ -458,6 +515,20 @@ def test_every_candidate_carries_exact_evidence_and_its_relevance(conn, settings
                           where=None, weights=weights, indexed_rows=store.chunk_count, limit=limit,
                           threshold=threshold)
             assert [r.id for r in prefix] == [r.id for r in ranked][:len(prefix)]
+
+    # The window: with a smaller one, its candidates (in fusion order) come first, each part in relevance order.
+    from chalicelib.search import ranking
+
+    monkeypatch.setattr(ranking, "FUSION_WINDOW", 3)
+    fused = [i for i, _ in reciprocal_rank_fusion([(1.0, vector_ids), (1.0, keyword_ids)])]
+    for limit, threshold in ((2, 0.0), (2, 0.99)):
+        got = rank(conn, CHUNKS, scope, [query], embedder=hashing_embedder, settings=settings, depth=depth,
+                   where=None, weights=Weights(), indexed_rows=store.chunk_count, limit=limit, threshold=threshold)
+        assert [r.relevance for r in got] == sorted((r.relevance for r in got), reverse=True)
+        if threshold == 0.0:  # the window holds enough rows: only its candidates are read
+            assert sorted(r.id for r in got) == sorted(fused[:3])
+        else:  # too few reach the threshold: every candidate, in relevance order
+            assert sorted(r.id for r in got) == sorted(fused)
             kept = [(r.id, r.relevance) for r in prefix if r.relevance >= threshold][:limit]
             expected = [(r.id, r.relevance) for r in ranked if r.relevance >= threshold][:limit]
             assert [i for i, _ in kept] == [i for i, _ in expected], (weights, limit, threshold)

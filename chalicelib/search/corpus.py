@@ -90,10 +90,15 @@ MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_colu
 EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
 
 
-def store_scope(tenant_ids: str | Sequence[str], store_ids: list[str], rows: int) -> Scope:
+def store_scope(tenant_ids: str | Sequence[str], store_ids: list[str], rows: int,
+                file_ids: Sequence[str] | None = None) -> Scope:
     """The chunks of vector stores ``store_ids`` (holding ``rows`` chunks together) owned by ``tenant_ids``: one
-    tenant, or several (the caller and the owners of shared stores among ``store_ids``; duplicates are dropped)."""
+    tenant, or several (the caller and the owners of shared stores among ``store_ids``; duplicates are dropped).
+    With ``file_ids``, only those files' chunks (``rows`` then counts theirs)."""
     owners = (tenant_ids,) if isinstance(tenant_ids, str) else tuple(dict.fromkeys(tenant_ids))
-    return Scope(tenant_ids=owners,
-                 predicate=sql.SQL("vector_store_id = ANY(%(scope_stores)s)"),
-                 params={"scope_stores": list(store_ids)}, rows=rows, partitions=tuple(store_ids))
+    predicate = sql.SQL("vector_store_id = ANY(%(scope_stores)s)")
+    params: dict[str, Any] = {"scope_stores": list(store_ids)}
+    if file_ids is not None:
+        predicate = sql.SQL("vector_store_id = ANY(%(scope_stores)s) AND file_id = ANY(%(scope_files)s)")
+        params["scope_files"] = list(file_ids)
+    return Scope(tenant_ids=owners, predicate=predicate, params=params, rows=rows, partitions=tuple(store_ids))

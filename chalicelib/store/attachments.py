@@ -49,6 +49,7 @@ __all__ = [
     "get",
     "list_all",
     "list_page",
+    "matching_files",
     "settle",
     "update_attributes",
 ]
@@ -108,6 +109,11 @@ SELECT count(*) FROM (
     WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND f.filename = ANY(%(names)s)
     ORDER BY f.filename, sf.created_at DESC, sf.file_id DESC) AS newest
 WHERE status IN ('completed', 'failed', 'cancelled')"""
+# The caller's attachments of some stores whose attributes satisfy a filter, and how many chunks each holds.
+_MATCHING_FILES = """
+SELECT file_id, chunk_count FROM vector_store_files
+WHERE tenant_id = %(matching_tenant)s AND vector_store_id = ANY(%(matching_stores)s) AND chunk_count > 0
+  AND ({filter})"""
 _UPDATE_ATTRIBUTES = f"UPDATE vector_store_files SET attributes = %(attributes)s, updated_at = now() WHERE {_KEY}"
 _CLAIM = f"""
 UPDATE vector_store_files SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => %(lease)s),
@@ -207,6 +213,18 @@ def list_page(conn: psycopg.Connection, tenant_id: str, store_id: str, page: Pag
         rows = cur.execute(query, {"tenant": tenant_id, "store": store_id, "status": status, "batch": batch_id,
                                    **params}).fetchall()
     return trim(page, rows)
+
+
+def matching_files(conn: psycopg.Connection, tenant_id: str, store_ids: Sequence[str], where: sql.Composable,
+                   params: dict[str, Any]) -> dict[str, int]:
+    """The files of the tenant's stores ``store_ids`` whose attributes satisfy ``where`` (an SQL boolean over a jsonb
+    column ``attributes``, e.g. ``search.filters.compile_filter``'s, with its named ``params``) and that hold
+    chunks: ``{file id: chunk count}``. A chunk carries its file's attributes (:func:`update_attributes` keeps the
+    copies in step), so a filter's chunks lie in these files. One statement over the attachments (one row per file),
+    not the chunks."""
+    statement = sql.SQL(_MATCHING_FILES).format(filter=where)
+    rows = conn.execute(statement, {**params, "matching_tenant": tenant_id, "matching_stores": list(store_ids)})
+    return {str(file_id): int(count) for file_id, count in rows.fetchall()}
 
 
 def update_attributes(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str,

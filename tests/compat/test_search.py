@@ -201,20 +201,22 @@ def test_a_threshold_of_half_drops_nonsense_and_keeps_answers(client, corpus, mo
         assert len(page.data) < len(DOCS)  # the other harbour files are not relevant enough
 
 
-def test_hybrid_order_is_the_fusion_of_both_legs(client, corpus):
-    """Relevance changes the scores only: hybrid results keep reciprocal rank fusion's order of the two legs."""
+def test_hybrid_results_are_the_fused_candidates_in_relevance_order(client, corpus):
+    """Fusion picks the candidates, relevance orders them: a hybrid page holds reciprocal rank fusion's first
+    results (of the two legs, as weighted) with scores that never rise down the page."""
     from chalicelib.search.fusion import reciprocal_rank_fusion
 
     store_id, _ = corpus
     for query in ("harbour pilot tankers", "fishing boat at the harbour", "ferries islands reef"):
         legs = [[h.file_id for h in search(client, store_id, query=query, ranking_options=MODES[m]).data]
                 for m in ("vector", "keyword")]
-        hybrid = search(client, store_id, query=query).data
-        assert [h.file_id for h in hybrid] == [f for f, _ in reciprocal_rank_fusion([(1.0, legs[0]), (1.0, legs[1])])]
-        weighted = search(client, store_id, query=query,
-                          ranking_options={"hybrid_search": {"embedding_weight": 3, "text_weight": 1}}).data
-        assert [h.file_id for h in weighted] == [f for f, _ in reciprocal_rank_fusion([(3.0, legs[0]),
-                                                                                       (1.0, legs[1])])]
+        for weights, options in (((1.0, 1.0), {}),
+                                 ((3.0, 1.0), {"ranking_options": {"hybrid_search": {"embedding_weight": 3,
+                                                                                      "text_weight": 1}}})):
+            hybrid = search(client, store_id, query=query, **options).data
+            fused = [f for f, _ in reciprocal_rank_fusion([(weights[0], legs[0]), (weights[1], legs[1])])]
+            assert hybrid and sorted(h.file_id for h in hybrid) == sorted(fused[:len(hybrid)])
+            assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
 
 
 def test_empty_store(client):
