@@ -1,7 +1,7 @@
 """Where the keyword leg's time goes: the BM25 top-k function (migrations/0011_search_at_scale.sql) step by step,
 on a ``search.py`` database, for its 2- and 12-word queries.
 
-The function is copied into the session's temporary schema with a notice after each step (θ₀ from the heads of the
+The function (its newest definition among the migrations) is copied into the session's temporary schema with a notice after each step (θ₀ from the heads of the
 lists, the MaxScore read, the completion from the skipped lists, the exact scores), so the database is not
 changed; each step's milliseconds and counts (lists, lists skipped and their postings, postings read, chunks
 bounded, chunks within reach of θ, chunks scored exactly) are printed per query, then medians. The embedded build
@@ -30,7 +30,7 @@ from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.keyword import query_terms
 
 STEPS = {
-    "    -- a. θ₀ from the heads of the lists": "start",
+    "    -- a. θ₀ from the": "start",
     "    -- b. Skip what cannot reach θ₀": "seeded",
     "    -- c. Many chunks within reach of θ": "read",
     "    -- Exact scores, best upper bound first": "completed",
@@ -40,10 +40,15 @@ STEPS = {
 
 def instrumented() -> str:
     """The function's text as ``pg_temp.engram_topk_profile`` with a notice (step, clock, counters) per step."""
-    migration = (resources.files("chalicelib.store") / "migrations" / "0011_search_at_scale.sql").read_text("utf-8")
-    start = migration.index("CREATE FUNCTION engram_chunks_bm25_topk")
+    folder = resources.files("chalicelib.store") / "migrations"
+    definitions = [m.read_text("utf-8") for m in sorted(folder.iterdir(), key=lambda m: m.name)
+                   if m.name.endswith(".sql") and "FUNCTION engram_chunks_bm25_topk(" in m.read_text("utf-8")]
+    migration = definitions[-1]  # the newest definition is the one in force
+    start = migration.index("FUNCTION engram_chunks_bm25_topk(")
+    start = migration.rindex("CREATE", 0, start)
     text = migration[start:migration.index("END $$;", start) + len("END $$;")]
-    text = text.replace("CREATE FUNCTION engram_chunks_bm25_topk", "CREATE FUNCTION pg_temp.engram_topk_profile", 1)
+    text = re.sub(r"CREATE (OR REPLACE )?FUNCTION engram_chunks_bm25_topk", "CREATE FUNCTION pg_temp.engram_topk_profile",
+                  text, count=1)
     for marker, step in STEPS.items():
         if marker not in text:
             raise SystemExit(f"keyword_profile: step marker {marker.strip()!r} not found in the function")
