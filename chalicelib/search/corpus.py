@@ -70,6 +70,9 @@ class Scope:
         rows: how many rows the scope holds (an estimate will do): chooses exact vs HNSW vector search and
             exhaustive vs top-k keyword scoring.
         partitions: the partitions the scope covers (vector store ids), for maintained statistics.
+        partition_rows: how many rows those partitions hold when the scope is a part of them (a filter narrowed
+            it to some files); None when the scope is the partitions whole. A top-k over postings reads the
+            partitions', so a small part of a big partition is cheaper to score exhaustively.
     """
 
     tenant_ids: tuple[str, ...]
@@ -77,6 +80,7 @@ class Scope:
     params: dict[str, Any]
     rows: int
     partitions: tuple[str, ...] = field(default_factory=tuple)
+    partition_rows: int | None = None
 
 
 # Document chunks of vector stores (migrations 0001 and 0009).
@@ -91,14 +95,15 @@ EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_c
 
 
 def store_scope(tenant_ids: str | Sequence[str], store_ids: list[str], rows: int,
-                file_ids: Sequence[str] | None = None) -> Scope:
+                file_ids: Sequence[str] | None = None, store_rows: int | None = None) -> Scope:
     """The chunks of vector stores ``store_ids`` (holding ``rows`` chunks together) owned by ``tenant_ids``: one
     tenant, or several (the caller and the owners of shared stores among ``store_ids``; duplicates are dropped).
-    With ``file_ids``, only those files' chunks (``rows`` then counts theirs)."""
+    With ``file_ids``, only those files' chunks (``rows`` then counts theirs, ``store_rows`` the stores')."""
     owners = (tenant_ids,) if isinstance(tenant_ids, str) else tuple(dict.fromkeys(tenant_ids))
     predicate = sql.SQL("vector_store_id = ANY(%(scope_stores)s)")
     params: dict[str, Any] = {"scope_stores": list(store_ids)}
     if file_ids is not None:
         predicate = sql.SQL("vector_store_id = ANY(%(scope_stores)s) AND file_id = ANY(%(scope_files)s)")
         params["scope_files"] = list(file_ids)
-    return Scope(tenant_ids=owners, predicate=predicate, params=params, rows=rows, partitions=tuple(store_ids))
+    return Scope(tenant_ids=owners, predicate=predicate, params=params, rows=rows, partitions=tuple(store_ids),
+                 partition_rows=store_rows if file_ids is not None else None)

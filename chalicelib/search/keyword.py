@@ -13,7 +13,8 @@ Two ways to the same top-k:
 
 - **exhaustive** — every scope row matching a query lexeme is scored from its own tsvector
   (``engram_bm25_score``, which looks only at the query's lexemes): for scopes up to
-  :data:`EXHAUSTIVE_MAX_ROWS` rows, and for corpora whose statistics come from the scope itself;
+  :data:`EXHAUSTIVE_MAX_ROWS` rows or a small share of their stores (:data:`EXHAUSTIVE_MAX_SHARE`: a filter
+  narrowed them to a few files), and for corpora whose statistics come from the scope itself;
 - **top-k** — larger scopes of a corpus with maintained statistics bound every chunk's score from impact-ordered
   postings and score exactly only the chunks the bounds cannot settle (the corpus's ``topk_function``; MaxScore
   over whole posting lists, migrations/0011_search_at_scale.sql; the postings: 0009_keyword_postings.sql).
@@ -45,6 +46,11 @@ TEXT_SEARCH_CONFIG = "english"
 # steps. benchmarks/search.py, store of 1 % (in-process, 2 cores): 100 rows — exhaustive 4–6 ms vs top-k 6–8 ms;
 # 1,000 rows — exhaustive 26–49 ms vs top-k 15–25 ms (2- and 12-word queries, p50).
 EXHAUSTIVE_MAX_ROWS = 500
+# A scope narrowed to some files of its stores (search.service.search_scope) is scored exhaustively while it holds
+# at most this share of the stores' rows: the top-k reads the whole stores' posting lists and filters afterwards.
+# benchmarks/search.py, 1,000 rows of a 100,000-row store ("attr 1%"), keyword leg p50: top-k with the filter
+# 72 ms (2 words) / 189 ms (12 words); exhaustive over the 1,000 rows 26–49 ms (the "store 1%" figures above).
+EXHAUSTIVE_MAX_SHARE = 0.05
 
 # The query's distinct lexemes with their document frequency in the scope's partitions, and the partitions' totals.
 _MAINTAINED_TERMS = """
@@ -180,9 +186,16 @@ def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
     terms = terms or query_terms(conn, corpus, scope, query)
     if terms is None or not terms.lexemes:
         return []
-    if corpus.topk_function is not None and scope.rows > EXHAUSTIVE_MAX_ROWS:
+    if corpus.topk_function is not None and not _exhaustive_cheaper(scope):
         return _topk(conn, corpus, scope, terms, limit, where, exact)
     return _exhaustive(conn, corpus, scope, terms, limit, where)
+
+
+def _exhaustive_cheaper(scope: Scope) -> bool:
+    """Whether scoring the scope's rows exhaustively costs less than the top-k over its partitions' postings: a
+    small scope (:data:`EXHAUSTIVE_MAX_ROWS`), or a small part of big partitions (:data:`EXHAUSTIVE_MAX_SHARE`)."""
+    partition_rows = scope.partition_rows or scope.rows
+    return scope.rows <= EXHAUSTIVE_MAX_ROWS or scope.rows <= EXHAUSTIVE_MAX_SHARE * partition_rows
 
 
 def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,

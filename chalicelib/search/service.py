@@ -172,12 +172,12 @@ def search_scope(conn: psycopg.Connection, tenant_id: str, stores: Sequence[Vect
     to each chunk). Shared stores' attachments are their owner's to read, so a search including one keeps the whole
     scope."""
     owners = [tenant_id, *(s.tenant_id for s in stores)]
-    store_ids, rows, files = [s.id for s in stores], sum(s.chunk_count for s in stores), None
+    store_ids, rows = [s.id for s in stores], sum(s.chunk_count for s in stores)
     if where is not None and all(s.tenant_id == tenant_id for s in stores):
         matched = attachments.matching_files(conn, tenant_id, store_ids, where.expression, where.params)
         if sum(matched.values()) <= NARROW_MAX_SHARE * rows:
-            files, rows = sorted(matched), sum(matched.values())
-    return store_scope(owners, store_ids, rows, file_ids=files)
+            return store_scope(owners, store_ids, sum(matched.values()), file_ids=sorted(matched), store_rows=rows)
+    return store_scope(owners, store_ids, rows)
 
 
 def _fetch(conn: psycopg.Connection, tenant_ids: Sequence[str], scored: list[tuple[Any, float]]) -> list[SearchHit]:
