@@ -358,6 +358,31 @@ def test_top_k_over_postings_equals_the_exhaustive_scorer(conn, settings, hashin
     assert rows == lexemes  # one posting per (chunk, lexeme): none left behind by the replace and the delete
 
 
+def test_embeddings_are_kept_in_the_row(conn, settings, hashing_embedder):
+    """Migration 0019: chunk, memory and exchange vectors are stored MAIN (in the row when it fits), not EXTERNAL
+    (pgvector's default, moved out first once a row passes 2 kB): a chunk of a typical text keeps its vector in
+    its heap row, which the TOAST table then does not hold."""
+    import hashlib
+
+    rows = dict(conn.execute("SELECT c.relname, a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                             "WHERE a.attname = 'embedding' AND c.relname IN ('chunks', 'memories', 'exchanges')"
+                             ).fetchall())
+    assert rows == {"chunks": "m", "memories": "m", "exchanges": "m"}
+    store = _store(conn, "t19", "inline", hashing_embedder)
+    # ~120 distinct words (~900 B of text, a tsvector as big): with the 1,540 B vector the row passes 2 kB.
+    words = " ".join(f"{hashlib.sha1(str(i).encode()).hexdigest()[:6]}{'xyzw'[i % 4]}" for i in range(120))
+    ingest_bytes(conn, settings, "t19", store, filename="long.txt", data=words.encode(), embedder=hashing_embedder)
+    (toast,) = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'chunks'").fetchone()
+    (vector_bytes,) = conn.execute("SELECT pg_column_size(embedding) FROM chunks WHERE vector_store_id = %s",
+                                   (store.id,)).fetchone()
+    # An out-of-line vector is one uncompressed TOAST value of 4 + 4 · dim bytes (pgvector's dim and unused
+    # fields, then float4s; the 4-byte length word stays in the row).
+    (out_of_line,) = conn.execute(f"SELECT count(*) FROM (SELECT chunk_id FROM {toast} GROUP BY chunk_id "
+                                  "HAVING sum(octet_length(chunk_data)) = %s) AS v",
+                                  (4 + 4 * hashing_embedder.dimension,)).fetchone()
+    assert vector_bytes > 1500 and out_of_line == 0
+
+
 def test_hnsw_indexes_are_halfvec_and_old_vector_ones_are_converted(conn, settings, hashing_embedder):
     """New HNSW indexes are built over halfvec; migration 0011 rebuilds a vector one over halfvec with its own m and
     ef_construction; searches address whichever the index is (HNSW forced) and find the same rows."""

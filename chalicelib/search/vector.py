@@ -5,7 +5,7 @@ pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped
 attributes) can silently return fewer than k rows. This leg never does:
 
 1. Exact scan or HNSW, whichever costs less (:func:`prefer_exact`): an exact scan reads every row of the scope
-   (heap row and TOASTed vector); the HNSW scan of a scope holding a share ``s`` of the indexed rows visits about
+   (its heap row, which holds the vector since migration 0019); the HNSW scan of a scope holding a share ``s`` of the indexed rows visits about
    ``ef + limit / s`` index tuples (each checked against the scope in the heap) until ``limit`` of them are in the
    scope. So a small scope inside a big index is scanned exactly, a big one (or a small index) through the graph.
    Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0 forces it. A corpus without an HNSW
@@ -34,11 +34,13 @@ from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR
 MAX_EF_SEARCH = 1000
 # pgvector ≥ 0.8: upper bound on tuples an iterative scan visits (its default is 20,000).
 ITERATIVE_MAX_SCAN_TUPLES = 100_000
-# What scanning one row exactly costs, in tuple visits of the HNSW scan. benchmarks/search.py (384-d, chunks of
-# 80–160 words, 2 cores): an exact row reads the heap row and its TOASTed vector and computes the distance
-# (4–7 µs); a visit reads an index tuple, computes a distance and checks the heap row against the scope (~0.5 µs).
-# At 100,000 chunks the two paths cost the same for a 1,000-row store (1 %: 1,000 rows vs ~11,000 visits).
-EXACT_ROW_COST = 10.0
+# What scanning one row exactly costs, in tuple visits of the HNSW scan. Since migration 0019 the vector is in the
+# row: an exact row reads it there and computes the distance (0.57 µs per row over the 1,000 rows of
+# benchmarks/search.py's 1 % store at 100k; 1.67 µs when the vector was TOASTed, the 10 visits this was before); a
+# visit reads an index tuple, computes a distance and checks the heap row against the scope (~0.5 µs at 100k, ~3.8 µs
+# at 1M, where the rows a filtered walk checks are rarely in shared buffers). So a scope is scanned exactly when it
+# holds fewer rows than the walk would visit: at 1M chunks, a 10,000-row store (1 %) is scanned exactly.
+EXACT_ROW_COST = 1.0
 
 
 @dataclass(frozen=True, slots=True)
