@@ -5,11 +5,12 @@ pgvector's HNSW applies WHERE clauses *after* the index scan, so a search scoped
 attributes) can silently return fewer than k rows. This leg never does:
 
 1. Exact scan or HNSW, whichever costs less (:func:`prefer_exact`): an exact scan reads every row of the scope
-   (its heap row, which holds the vector since migration 0019); the HNSW scan of a scope holding a share ``s`` of the indexed rows visits about
-   ``ef + limit / s`` index tuples (each checked against the scope in the heap) until ``limit`` of them are in the
-   scope. So a small scope inside a big index is scanned exactly, a big one (or a small index) through the graph.
-   Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0 forces it. A corpus without an HNSW
-   index (memories, exchanges: one user's rows, read through the scope's btree) is always scanned exactly.
+   (its heap row, which holds the vector since migration 0019); the HNSW scan of a scope holding a share ``s`` of
+   the indexed rows visits about ``ef + limit / s`` index tuples (each checked against the scope in the heap) until
+   ``limit`` of them are in the scope. So a small scope inside a big index is scanned exactly, a big one (or a
+   small index) through the graph. Scopes of more than ``exact_scan_max_rows`` rows always take the graph; 0
+   forces it. A corpus without an HNSW index (memories, exchanges: one user's rows, read through the scope's
+   btree) is always scanned exactly.
 2. The HNSW scan uses the partial index with ``hnsw.ef_search`` raised in proportion to how small a share of the
    indexed rows the scope is (``ef ≈ 2 · limit · total / scope``, capped at 1,000 — pgvector's maximum), and, on
    pgvector ≥ 0.8, ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until enough rows pass.
