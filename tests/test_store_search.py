@@ -371,10 +371,17 @@ def test_embeddings_are_kept_in_the_row(conn, settings, hashing_embedder):
     store = _store(conn, "t19", "inline", hashing_embedder)
     # ~120 distinct words (~900 B of text, a tsvector as big): with the 1,540 B vector the row passes 2 kB.
     words = " ".join(f"{hashlib.sha1(str(i).encode()).hexdigest()[:6]}{'xyzw'[i % 4]}" for i in range(120))
-    ingest_bytes(conn, settings, "t19", store, filename="long.txt", data=words.encode(), embedder=hashing_embedder)
     (toast,) = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'chunks'").fetchone()
+    (toast_rows_before,) = conn.execute(f"SELECT count(*) FROM {toast}").fetchone()
+    ingest_bytes(conn, settings, "t19", store, filename="long.txt", data=words.encode(), embedder=hashing_embedder)
     (vector_bytes,) = conn.execute("SELECT pg_column_size(embedding) FROM chunks WHERE vector_store_id = %s",
                                    (store.id,)).fetchone()
+    # The whole chunk (text, tsvector, vector: over 3 kB) stays in its row (toast_tuple_target 8160): nothing of
+    # it went to the TOAST table.
+    (row_bytes,) = conn.execute("SELECT octet_length(text) + pg_column_size(keywords) + pg_column_size(embedding) "
+                                "FROM chunks WHERE vector_store_id = %s", (store.id,)).fetchone()
+    (toast_rows_after,) = conn.execute(f"SELECT count(*) FROM {toast}").fetchone()
+    assert row_bytes > 3000 and toast_rows_after == toast_rows_before
     # An out-of-line vector is one uncompressed TOAST value of 4 + 4 · dim bytes (pgvector's dim and unused
     # fields, then float4s; the 4-byte length word stays in the row).
     (out_of_line,) = conn.execute(f"SELECT count(*) FROM (SELECT chunk_id FROM {toast} GROUP BY chunk_id "
