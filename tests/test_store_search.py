@@ -192,6 +192,58 @@ def test_filtered_hnsw_search_returns_min_k_matching(conn, settings, hashing_emb
     assert len(both) == 50
 
 
+
+
+def test_touch_moves_an_idle_store_and_leaves_a_recent_one(conn, hashing_embedder):
+    """A search's touch moves ``last_active_at`` (and ``expires_at``) of a store idle for over a minute, and leaves a
+    store active within the minute as it is — on what was loaded, without asking the database."""
+    store = vector_stores.create(conn, "t10", name="idle", model=hashing_embedder.model, dim=hashing_embedder.dimension,
+                                 expires_after={"anchor": "last_active_at", "days": 1})
+    for ago, moves in ((300, True), (20, False)):
+        conn.execute("UPDATE vector_stores SET last_active_at = now() - make_interval(secs => %s), expires_at = now() "
+                     "WHERE id = %s", (ago, store.id))
+        loaded = vector_stores.get(conn, "t10", store.id)
+        vector_stores.touch(conn, "t10", [loaded])
+        after = vector_stores.get(conn, "t10", store.id)
+        assert (after.last_active_at > loaded.last_active_at) is moves
+        assert (after.expires_at > loaded.expires_at) is moves
+    stale = dataclasses.replace(loaded, last_active_at=loaded.last_active_at.replace(year=2000))
+    vector_stores.touch(conn, "t10", [stale])  # an old loaded value sends the UPDATE; its own condition still holds
+    assert vector_stores.get(conn, "t10", store.id).last_active_at == loaded.last_active_at
+
+
+def test_hnsw_settings_hold_for_their_query_and_end_with_it(conn, settings, hashing_embedder):
+    """The HNSW scan's settings (ef_search, iterative scan) go out in the query's pipeline: they change what that
+    scan returns and are back to the server's defaults right after it."""
+    from chalicelib.search import vector
+
+    store = _store(conn, "t9", "settings", hashing_embedder)
+    lines = "\n\n".join(f"Paragraph {i} about topic {i % 17} with words w{i} x{i % 5}." for i in range(600))
+    ingest_bytes(conn, settings, "t9", store, filename="big.txt", data=lines.encode(), embedder=hashing_embedder,
+                 chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}})
+    for i in range(4):
+        ingest_bytes(conn, settings, "t9", store, filename=f"s{i}.txt", data=f"Small note {i} on harbours.".encode(),
+                     embedder=hashing_embedder, attributes={"tag": "rare"})
+    store = vector_stores.get(conn, "t9", store.id)
+    defaults = conn.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')").fetchone()
+    scope = vector.VectorScope(CHUNKS, store_scope("t9", [store.id], store.chunk_count), hashing_embedder.dimension,
+                               store.chunk_count)
+    where = compile_filter({"type": "eq", "key": "tag", "value": "rare"})
+    q = hashing_embedder.embed(["Paragraph about topic with words"])[0]
+    index = vector_stores.hnsw_index(conn, hashing_embedder.dimension)
+    assert index.iterative_scan, "the embedded pgvector is ≥ 0.8"
+    conn.execute("SET enable_seqscan = off; SET enable_sort = off")  # the graph, as on a big store
+    try:
+        iterative = vector._hnsw(conn, scope, q, 4, where, 10, True, index.halfvec)
+        one_pass = vector._hnsw(conn, scope, q, 4, where, 10, False, index.halfvec)
+    finally:
+        conn.execute("RESET enable_seqscan; RESET enable_sort")
+    assert len(iterative) == 4  # relaxed_order kept scanning past ef_search 10 until 4 rows passed the filter
+    assert len(one_pass) < 4  # ef_search 10 alone: 10 candidates, nearly all of them filtered out
+    after = conn.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')").fetchone()
+    assert after == defaults == ("40", "off")
+
+
 def test_a_filter_narrows_the_scope_to_its_files_without_changing_results(conn, settings, hashing_embedder,
                                                                           monkeypatch):
     """A filter matching few files is answered over those files' chunks (file attributes say which): same hits and

@@ -162,7 +162,7 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
             drop_objects.save(conn, dataclasses.replace(
                 row, vector_store_id=store.id, file_id=file_id, version=version, etag=record.etag,
                 sequencer=record.sequencer, event_time=record.event_time, deleted=False))
-            vector_stores.touch(conn, key.tenant, [store.id])
+            vector_stores.touch(conn, key.tenant, [store])
     except _DropError as exc:
         _error(conn, key.tenant, record, exc.code, exc.message)
         return "error"

@@ -60,7 +60,7 @@ class FileSearch:
             hits = search(conn, self.tenant_id, list(self.stores), queries, embedder=deps.embedder(self.settings),
                           settings=self.settings, limit=self.max_num_results, filters=self.filters,
                           ranking=self.ranking)
-            vector_stores.touch(conn, self.tenant_id, [s.id for s in self.stores])
+            vector_stores.touch(conn, self.tenant_id, self.stores)
         observability.record(observability.SEARCH_LATENCY, (time.perf_counter() - started) * 1000.0)
         return [{"file_id": h.file_id, "filename": h.filename, "score": h.score, "text": h.text,
                  "attributes": h.attributes} for h in hits]

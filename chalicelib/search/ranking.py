@@ -76,12 +76,14 @@ class _Evidence:
 def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequence[str], *, embedder: Embedder,
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
-         threshold: float = 0.0) -> list[Ranked]:
+         threshold: float = 0.0, index: HnswIndex | None = None) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
     ``max(limit, FUSION_WINDOW)`` of them (all of them without ``limit``) in relevance order (module docstring);
-    when the rest is read too (below), the whole list is in relevance order. ``vectors`` (one per query,
+    when the rest is read too (below), the whole list is in relevance order. ``index``: the corpus's HNSW index
+    when the caller has read it already (:func:`chalicelib.store.vector_stores.hnsw_index`; else it is read here,
+    for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
     recall reuses its query vector); else they are embedded here.
 
@@ -100,8 +102,10 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
     if use_vector:
         # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
-        index = (hnsw_index(conn, embedder.dimension) if corpus.hnsw_prefix is not None
-                 else HnswIndex(kind=None, iterative_scan=False))
+        if corpus.hnsw_prefix is None:
+            index = HnswIndex(kind=None, iterative_scan=False)
+        elif index is None:
+            index = hnsw_index(conn, embedder.dimension)
         if vectors is None:
             started = time.perf_counter()
             vectors = embedder.embed(list(queries))

@@ -32,8 +32,7 @@ from chalicelib.search.corpus import CHUNKS, Scope, store_scope
 from chalicelib.search.filters import CompiledFilter, compile_filter
 from chalicelib.search.ranking import Weights, rank
 from chalicelib.store import attachments
-from chalicelib.store.db import one
-from chalicelib.store.vector_stores import VectorStore, check_embedding
+from chalicelib.store.vector_stores import VectorStore, check_embedding, hnsw_index
 from chalicelib.validation import RequestBody, validate
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -47,7 +46,6 @@ MIN_CANDIDATES = 100
 # case "attr 1%": vector leg p50 78–84 ms at 100k chunks before).
 NARROW_MAX_SHARE = 0.5
 
-_INDEXED_ROWS = "SELECT coalesce(sum(chunk_count), 0) FROM vector_stores WHERE embedding_dim = %s"
 # The filename: from files (the caller's own files), else from shared_store_files (a shared store's, which the
 # caller may not read in files); COALESCE evaluates the subquery only when the first is NULL.
 _FETCH = """
@@ -155,10 +153,10 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
                                       code="invalid_value")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
-    (indexed,) = one(conn.execute(_INDEXED_ROWS, (embedder.dimension,)))
+    index = hnsw_index(conn, embedder.dimension)
     scope = search_scope(conn, tenant_id, stores, where)
     ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
-                  depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=int(indexed),
+                  depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=index.indexed_rows, index=index,
                   weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
                   threshold=ranking.score_threshold)
     scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]

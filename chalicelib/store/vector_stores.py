@@ -8,8 +8,9 @@ untrue); ``get(..., shared=True)`` is the reader's view.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -333,10 +334,17 @@ def delete(conn: psycopg.Connection, tenant_id: str, store_id: str) -> bool:
     return conn.execute(_DELETE, {"tenant": tenant_id, "id": store_id}).rowcount > 0
 
 
-def touch(conn: psycopg.Connection, tenant_id: str, store_ids: list[str]) -> None:
+def touch(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore]) -> None:
     """Record activity (``last_active_at = now()``), which drives ``last_active_at`` expiry; a store touched within
-    the last :data:`TOUCH_GRANULARITY_S` seconds is left as is."""
-    conn.execute(_TOUCH, {"tenant": tenant_id, "ids": store_ids})
+    the last :data:`TOUCH_GRANULARITY_S` seconds is left as is.
+
+    A store whose loaded ``last_active_at`` is already that recent is left out without a round trip (a search then
+    writes nothing): ``last_active_at`` only grows, so the stored value is at least as recent and the UPDATE's own
+    condition would leave the row too (up to the skew between this clock and the database's, seconds)."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=TOUCH_GRANULARITY_S)
+    ids = [s.id for s in stores if s.last_active_at < cutoff]
+    if ids:
+        conn.execute(_TOUCH, {"tenant": tenant_id, "ids": ids})
 
 
 def hnsw_index_name(dim: int) -> str:
@@ -357,10 +365,13 @@ class HnswIndex:
     Attributes:
         kind: the type it is built over (``"halfvec"`` or ``"vector"``), None when there is none.
         iterative_scan: pgvector ≥ 0.8 (``hnsw.iterative_scan``).
+        indexed_rows: chunks of that dimension in the vector stores the caller can read (their ``chunk_count``s):
+            what the index holds, as far as sizing ``ef_search`` and choosing exact vs HNSW goes.
     """
 
     kind: str | None
     iterative_scan: bool
+    indexed_rows: int = 0
 
     @property
     def halfvec(self) -> bool:
@@ -369,19 +380,21 @@ class HnswIndex:
 
 _HNSW_INDEX = """SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
        (SELECT o.opcname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-        JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE c.relname = %s)"""
+        JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE c.relname = %(name)s),
+       (SELECT coalesce(sum(chunk_count), 0) FROM vector_stores WHERE embedding_dim = %(dim)s)"""
 
 
 def hnsw_index(conn: psycopg.Connection, dim: int) -> HnswIndex:
-    """What the index of ``dim`` dimensions is built over, and whether pgvector scans iteratively (one query).
+    """What the index of ``dim`` dimensions is built over, whether pgvector scans iteratively, and how many rows it
+    holds (one query).
 
     Indexes are built over ``halfvec`` where pgvector has it (≥ 0.7; migrations/0011 converted older ones), but a
     server whose pgvector was upgraded after the index was built still holds a ``vector`` one: the index's operator
     class decides, not the version."""
-    version, opclass = one(conn.execute(_HNSW_INDEX, (hnsw_index_name(dim),)))
+    version, opclass, rows = one(conn.execute(_HNSW_INDEX, {"name": hnsw_index_name(dim), "dim": dim}))
     parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
     kind = None if opclass is None else ("halfvec" if opclass.startswith("halfvec") else "vector")
-    return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0))
+    return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0), indexed_rows=int(rows))
 
 
 def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:

@@ -55,7 +55,7 @@ def create_file_batch(vector_store_id: str) -> Response:
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
             batch = batches.create(conn, tenant, store.id, [p.file.id for p in prepared])
-        vector_stores.touch(conn, tenant, [store.id])
+        vector_stores.touch(conn, tenant, [store])
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
         return _object(conn, tenant, batches.get(conn, tenant, store.id, batch.id))

@@ -41,7 +41,7 @@ def create_vector_store_file(vector_store_id: str) -> Response:
                                   embedder=embedder, param=lambda i, field: field)
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared)
-        vector_stores.touch(conn, tenant, [store.id])
+        vector_stores.touch(conn, tenant, [store])
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
         return _object(attachments.get(conn, tenant, store.id, body.file_id))

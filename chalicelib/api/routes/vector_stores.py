@@ -132,7 +132,7 @@ def search_vector_store(vector_store_id: str) -> dict:
         vector_stores.require_active(store, objects.now())
         hits = search(conn, tenant, [store], queries, embedder=deps.embedder(), settings=deps.current_settings(),
                       limit=body.max_num_results, filters=body.filters, ranking=ranking)
-        vector_stores.touch(conn, tenant, [store.id])
+        vector_stores.touch(conn, tenant, [store])
     observability.record(observability.SEARCH_LATENCY, (time.perf_counter() - started) * 1000.0)
     observability.record(observability.RESULTS_RETURNED, len(hits), "Count")
     return objects.search_page(queries, hits)
