@@ -442,6 +442,42 @@ def test_embeddings_are_kept_in_the_row(conn, settings, hashing_embedder):
     assert vector_bytes > 1500 and out_of_line == 0
 
 
+
+def test_deleting_stores_deletes_their_postings(conn, settings, hashing_embedder):
+    """Migration 0020: postings carry no foreign key to their store (its per-posting check cost 7.6 % of the store
+    stage's CPU), and deleting stores still deletes their postings — through the API's role, and through a tenant's
+    cascade — while other stores keep theirs."""
+    from chalicelib.store.db import tenant_connection
+
+    assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'chunk_postings'::regclass "
+                        "AND contype = 'f'").fetchone() == (0,)
+    stores = {}
+    for tenant, name in (("t12", "gone"), ("t12", "kept"), ("t13", "tenant")):
+        store = _store(conn, tenant, name, hashing_embedder)
+        ingest_bytes(conn, settings, tenant, store, filename=f"{name}.txt", embedder=hashing_embedder,
+                     data=f"Harbour cranes lift {name} containers at dawn.\n\nTides turn twice a day.".encode())
+        stores[name] = store
+
+    def postings(name: str) -> int:
+        return conn.execute("SELECT count(*) FROM chunk_postings p JOIN vector_stores s USING (partition_key) "
+                            "WHERE s.id = %s", (stores[name].id,)).fetchone()[0]
+
+    partitions = {n: conn.execute("SELECT partition_key FROM vector_stores WHERE id = %s", (s.id,)).fetchone()[0]
+                  for n, s in stores.items()}
+    before = {n: postings(n) for n in stores}
+    assert all(before.values()), before
+
+    def left(name: str) -> int:
+        return conn.execute("SELECT count(*) FROM chunk_postings WHERE partition_key = %s",
+                            (partitions[name],)).fetchone()[0]
+
+    with tenant_connection(settings, "t12") as app:
+        assert vector_stores.delete(app, "t12", stores["gone"].id)
+    assert left("gone") == 0 and left("kept") == before["kept"] and left("tenant") == before["tenant"]
+    conn.execute("DELETE FROM tenants WHERE id = 't13'")
+    assert left("tenant") == 0 and left("kept") == before["kept"]
+
+
 def test_hnsw_indexes_are_halfvec_and_old_vector_ones_are_converted(conn, settings, hashing_embedder):
     """New HNSW indexes are built over halfvec; migration 0011 rebuilds a vector one over halfvec with its own m and
     ef_construction; searches address whichever the index is (HNSW forced) and find the same rows."""
