@@ -2,7 +2,8 @@
 chalicelib/.
 
 Middleware runs outermost first: observability (request id, latency, EMF metrics), then the error renderer
-(OpenAI's envelope for everything), then authentication (API key → tenant).
+(OpenAI's envelope for everything), then authentication (API key → tenant), then the query-parameter check (a
+parameter the route does not declare is a 400: :mod:`chalicelib.api.query`).
 
 One SQS consumer per queue of the message table (``chalicelib.dispatch.table.QUEUES``) and one schedule per lane of
 the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becomes a Lambda function named after
@@ -18,6 +19,7 @@ from chalice import Chalice, Rate
 
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import render_errors
+from chalicelib.api.query import enforce
 from chalicelib.api.routes import (
     agents,
     conversations,
@@ -48,6 +50,7 @@ app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
+app.register_middleware(enforce(app.routes), "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
                   conversations.bp, memories.bp, agents.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)

@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chalicelib import deps
+from chalicelib import deps, memory
 from chalicelib.errors import EngramError
-from chalicelib.memory.model import MemoryScope
+from chalicelib.memory import MemoryScope
 
 app = typer.Typer(help="Agent memories: add, search, list, get, update, delete, history, purge, stats, restore, audit.",
                   no_args_is_help=True)
@@ -37,6 +37,11 @@ JSON = typer.Option(False, "--json", help="Print JSON (the API's objects).")
 
 def _tenant(tenant: str | None) -> str:
     return tenant or deps.current_settings().tenant
+
+
+def _context(tenant: str | None) -> memory.Context:
+    """The memory service's context for the CLI's tenant (actor ``cli``)."""
+    return memory.context(deps.current_settings(), _tenant(tenant), actor="cli")
 
 
 def _scope(user: str | None, agent: str | None, run: str | None) -> MemoryScope:
@@ -98,33 +103,30 @@ def add(text: list[str] = typer.Argument(None, help="What to remember (one memor
         tenant: str | None = TENANT, as_json: bool = JSON) -> None:
     """Remember TEXT (or a --file) for a scope; prints what changed (ADD, UPDATE, INVALIDATE, NOOP)."""
     from chalicelib.api import objects
-    from chalicelib.memory import documents, write
-    from chalicelib.memory.model import MEMORY_TYPES
     from chalicelib.store import vector_stores
 
     scope = _scope(user, agent, run)
     if not text and file is None:
         err_console.print("[bold red]error[/]: give the TEXT to remember or --file PATH")
         raise typer.Exit(code=2)
-    if memory_type is not None and memory_type not in MEMORY_TYPES:
-        err_console.print(f"[bold red]error[/]: --type must be one of {', '.join(MEMORY_TYPES)}")
+    if memory_type is not None and memory_type not in memory.MEMORY_TYPES:
+        err_console.print(f"[bold red]error[/]: --type must be one of {', '.join(memory.MEMORY_TYPES)}")
         raise typer.Exit(code=2)
-    settings, owner = deps.current_settings(), _tenant(tenant)
+    ctx = _context(tenant)
     try:
         with deps.connect() as conn:
-            vector_stores.ensure_tenant(conn, owner)
+            vector_stores.ensure_tenant(conn, ctx.tenant_id)
             if file is not None:
-                result = documents.add_document(conn, settings, owner, scope, filename=file.name,
-                                                data=file.read_bytes(), embedder=deps.embedder(), pinned=pinned)
+                result = memory.add_document(conn, ctx, scope, filename=file.name, data=file.read_bytes(),
+                                             pinned=pinned)
             else:
-                use_model = infer if infer is not None else bool(settings.memory_model or settings.chat_model)
-                model = write.model_for(settings) if use_model else None
-                backend = deps.chat_backend(model, settings) if model is not None else None
-                messages = tuple(write.InputMessage("user", t) for t in text)
-                request = write.AddRequest(messages=messages, scope=scope, infer=use_model, memory_type=memory_type,
-                                           pinned=pinned, timestamp=_time(timestamp, "--timestamp"))
-                result = write.add(conn, settings, owner, request, embedder=deps.embedder(), backend=backend,
-                                   model=model)
+                use_model = infer if infer is not None else memory.model_name(ctx.settings) is not None
+                request = memory.AddRequest(messages=tuple(memory.InputMessage("user", t) for t in text),
+                                            scope=scope, infer=use_model, memory_type=memory_type, pinned=pinned,
+                                            timestamp=_time(timestamp, "--timestamp"))
+                added = memory.add(conn, ctx, request, run_async=False)
+                assert added.result is not None
+                result = added.result
     except EngramError as exc:
         _fail(exc)
     body = objects.memory_add_result(result)
@@ -152,17 +154,16 @@ def search(query: str = typer.Argument(..., help="What to recall."), user: str |
            tenant: str | None = TENANT, as_json: bool = JSON) -> None:
     """Search a scope's memories; scores with their parts."""
     from chalicelib.api import objects
-    from chalicelib.memory import recall
 
-    if ranking not in recall.STRATEGIES:
-        err_console.print(f"[bold red]error[/]: --ranking must be one of {', '.join(recall.STRATEGIES)}")
+    if ranking not in memory.STRATEGIES:
+        err_console.print(f"[bold red]error[/]: --ranking must be one of {', '.join(memory.STRATEGIES)}")
         raise typer.Exit(code=2)
-    query_ = recall.Query(query=query, scope=_scope(user, agent, run), top_k=top_k,
-                          strategy=recall.STRATEGIES[ranking], include_invalidated=include_invalidated,
+    query_ = memory.Query(query=query, scope=_scope(user, agent, run), top_k=top_k,
+                          strategy=memory.STRATEGIES[ranking], include_invalidated=include_invalidated,
                           as_of=_time(as_of, "--as-of"))
     try:
         with deps.connect() as conn:
-            hits = recall.search(conn, deps.current_settings(), _tenant(tenant), query_, embedder=deps.embedder())
+            hits = memory.search(conn, _context(tenant), query_)
     except EngramError as exc:
         _fail(exc)
     page = objects.memory_search_page(query, hits)
@@ -180,13 +181,12 @@ def list_memories(user: str | None = USER, agent: str | None = AGENT, run: str |
                   as_json: bool = JSON) -> None:
     """A scope's memories, newest first."""
     from chalicelib.api import objects
-    from chalicelib.memory import store
     from chalicelib.store.paging import Page
 
     with deps.connect() as conn:
-        rows, has_more = store.list_page(conn, _tenant(tenant), _scope(user, agent, run), Page(limit=limit),
-                                         memory_types=[memory_type] if memory_type else None,
-                                         include_inactive=include_inactive)
+        rows, has_more = memory.list_page(conn, _context(tenant), _scope(user, agent, run), Page(limit=limit),
+                                          memory_types=[memory_type] if memory_type else None,
+                                          include_inactive=include_inactive)
     data = [objects.memory_object(m) for m in rows]
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
@@ -199,11 +199,10 @@ def get(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None
         as_json: bool = JSON) -> None:
     """One memory, every field."""
     from chalicelib.api import objects
-    from chalicelib.memory import store
 
     try:
         with deps.connect() as conn:
-            body = objects.memory_object(store.get(conn, _tenant(tenant), memory_id))
+            body = objects.memory_object(memory.get(conn, _context(tenant), memory_id))
     except EngramError as exc:
         _fail(exc)
     if as_json:
@@ -223,13 +222,11 @@ def update(memory_id: str = typer.Argument(..., help="mem_..."), text: str = typ
            tenant: str | None = TENANT, as_json: bool = JSON) -> None:
     """Give a memory new text: a new version with the same id; the old one stays visible with --as-of."""
     from chalicelib.api import objects
-    from chalicelib.memory import manage
-    from chalicelib.memory.store import Edit
 
     try:
         with deps.connect() as conn:
-            updated = manage.update(conn, _tenant(tenant), memory_id, text=text, changes=Edit(),
-                                    embedder=deps.embedder(), valid_from=_time(timestamp, "--timestamp"))
+            updated = memory.update(conn, _context(tenant), memory_id, text=text,
+                                    valid_from=_time(timestamp, "--timestamp"))
     except EngramError as exc:
         _fail(exc)
     if as_json:
@@ -241,10 +238,8 @@ def update(memory_id: str = typer.Argument(..., help="mem_..."), text: str = typ
 @app.command("delete")
 def delete(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT) -> None:
     """Delete a memory and its earlier versions (its history keeps the events, not the text)."""
-    from chalicelib.memory import manage
-
     with deps.connect() as conn:
-        deleted = manage.delete(conn, _tenant(tenant), memory_id)
+        deleted = memory.delete(conn, _context(tenant), memory_id)
     if not deleted:
         err_console.print(f"[bold red]error[/]: no memory {memory_id!r}")
         raise typer.Exit(code=2)
@@ -256,10 +251,13 @@ def history(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | 
             as_json: bool = JSON) -> None:
     """Every event of a memory, oldest first."""
     from chalicelib.api import objects
-    from chalicelib.memory import store
 
-    with deps.connect() as conn:
-        data = [objects.memory_history_entry(r) for r in store.history(conn, _tenant(tenant), memory_id)]
+    try:
+        with deps.connect() as conn:
+            rows, _ = memory.history(conn, _context(tenant), memory_id)
+    except EngramError as exc:
+        _fail(exc)
+    data = [objects.memory_history_entry(r) for r in rows]
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -277,13 +275,11 @@ def purge(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
           yes: bool = typer.Option(False, "--yes", help="Do not ask."), tenant: str | None = TENANT,
           as_json: bool = JSON) -> None:
     """Remove a scope's memories and every trace of their text (history, jobs, idempotency records, cache)."""
-    from chalicelib.memory import manage
-
     scope = _scope(user, agent, run)
     if not yes and not typer.confirm(f"Purge every memory of {scope.named()}?"):
         raise typer.Exit(code=1)
     with deps.connect() as conn:
-        counts = manage.purge(conn, _tenant(tenant), scope)
+        counts = memory.purge(conn, _context(tenant), scope)
     if as_json:
         print(json.dumps({"deleted": True, **scope.as_dict(), "counts": counts}, indent=2))
         return
@@ -294,11 +290,9 @@ def purge(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
 def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN, tenant: str | None = TENANT,
           as_json: bool = JSON) -> None:
     """Counts of the tenant's memories (or one scope's): by status and, for active ones, by type."""
-    from chalicelib.memory import store
-
     scope = MemoryScope(user, agent, run) if (user or agent or run) else None
     with deps.connect() as conn:
-        data = store.stats(conn, _tenant(tenant), scope)
+        data = memory.stats(conn, _context(tenant), scope)
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -317,11 +311,9 @@ def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
 @app.command("restore")
 def restore(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None = TENANT) -> None:
     """Bring an archived or merged memory back into recall."""
-    from chalicelib.memory import archive
-
     try:
         with deps.connect() as conn:
-            archive.restore(conn, _tenant(tenant), memory_id, actor="cli")
+            memory.restore(conn, _context(tenant), memory_id)
     except EngramError as exc:
         _fail(exc)
     console.print(f"restored {memory_id}")
@@ -332,10 +324,9 @@ def audit_log(limit: int = typer.Option(50, min=1, max=100), event: str | None =
               user: str | None = USER, tenant: str | None = TENANT, as_json: bool = JSON) -> None:
     """The tenant's memory lifecycle audit, newest first (ids and counts, never text)."""
     from chalicelib.api import objects
-    from chalicelib.memory import audit
 
     with deps.connect() as conn:
-        rows, _ = audit.list_page(conn, _tenant(tenant), limit=limit, event=event, user_id=user)
+        rows, _ = memory.audit_page(conn, _context(tenant), limit=limit, event=event, user_id=user)
     data = [objects.memory_audit_entry(r) for r in rows]
     if as_json:
         print(json.dumps(data, indent=2))

@@ -519,7 +519,10 @@ def test_local_int8_stays_close_to_fp32():
 
     texts = [t for t in _SAMPLES if t] + ["Dietary fiber intake and the risk of colorectal cancer: a meta-analysis."]
     int8, fp32 = LocalEmbedder().embed(texts), LocalEmbedder(quantize=False, batch_size=2).embed(texts)
-    assert min(_dot(u, v) for u, v in zip(int8, fp32)) > 0.99
+    # > 0.99 where ONNX Runtime's u8s8 kernels use VNNI; 0.9868 on AVX2 without it, where VPMADDUBSW saturates
+    # (ONNX Runtime, "Quantize ONNX models": "the U8S8 format may suffer from saturation issues on x86-64
+    # machines without VNNI") — worst for a short text quantised in one call with long ones ("Hello, world!").
+    assert min(_dot(u, v) for u, v in zip(int8, fp32)) > 0.985
 
 
 @pytest.mark.slow

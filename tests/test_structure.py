@@ -104,3 +104,45 @@ def test_names_are_unique() -> None:
     assert len({row.name for row in JOBS}) == len(JOBS)
     assert len({row.name for row in LANES}) == len(LANES)
     assert len(MESSAGES) == len({row.message for row in MESSAGES.values()})
+
+
+def _outside_memory() -> list[Path]:
+    inside = PACKAGE / "memory"
+    return [p for p in [*sorted(PACKAGE.rglob("*.py")), *sorted((REPO / "engram_cli").rglob("*.py")), REPO / "app.py"]
+            if inside not in p.parents]
+
+
+def test_memory_is_reached_only_through_its_public_face() -> None:
+    """Outside ``chalicelib/memory/`` (the rest of chalicelib, the CLI, app.py), code imports the package
+    ``chalicelib.memory`` and only names of its ``__all__``; no submodule, not even inside a function."""
+    import chalicelib.memory as memory
+
+    public = set(memory.__all__)
+    wrong = []
+    for path in _outside_memory():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names if a.name.startswith("chalicelib.memory")]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("chalicelib.memory"):
+                if node.module != "chalicelib.memory":
+                    wrong.append(f"{path.name}: from {node.module}")
+                wrong += [f"{path.name}: {a.name}" for a in node.names if a.name not in public]
+    assert wrong == []
+
+
+def test_tables_name_memory_entry_points_by_its_public_face() -> None:
+    import chalicelib.memory as memory
+
+    paths = [p for row in MESSAGES.values() for p in (row.message, row.handler, row.give_up)]
+    paths += [row.function for row in JOBS]
+    named = [p for p in paths if p and p.startswith("chalicelib.memory")]
+    assert named, "the memory queue's handler is in the message table"
+    assert [p for p in named if p.partition(":")[0] != "chalicelib.memory"
+            or p.partition(":")[2] not in memory.__all__] == []
+
+
+def test_the_memory_package_exports_what_it_says() -> None:
+    import chalicelib.memory as memory
+
+    assert sorted(set(memory.__all__)) == sorted(memory.__all__)
+    assert all(hasattr(memory, name) for name in memory.__all__)

@@ -14,11 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.api.objects import now
-from chalicelib.memory.add_jobs import AddJob
-from chalicelib.memory.model import Memory
-from chalicelib.memory.store import HistoryRow
+from chalicelib.memory import AddJob, Entity, HistoryRow, Memory
 
-__all__ = ["add_results", "event_object", "history_entry", "iso", "memory_object"]
+__all__ = ["add_results", "entity_object", "event_object", "history_entry", "iso", "memory_object",
+           "profile_job_object", "profile_job_state", "profile_object"]
 
 # Engram's add events → mem0's (ADD, UPDATE, DELETE). A contradiction adds the new memory and closes the old one
 # (kept, with replaced_by), as mem0's additive pipeline does; a NOOP changed nothing and is not reported.
@@ -90,3 +89,36 @@ def event_object(job: AddJob) -> dict[str, Any]:
     return {"id": job.id, "event_type": "ADD", "status": _EVENT_STATUS[job.status],
             "results": add_results(job.results), "error": error, "created_at": iso(job.created_at),
             "updated_at": iso(job.updated_at), "completed_at": iso(job.completed_at)}
+
+
+def entity_object(entity: Entity, tenant: str) -> dict[str, Any]:
+    """One of mem0's ``users()`` results: ``id`` (``<type>:<name>``, unique across types), ``name``, ``type``
+    (``user``, ``agent``, ``run``), ``total_memories`` (its active memories), ``owner`` and ``organization`` (the
+    tenant), ``metadata`` (``{"all_memories": every version and status}``), times."""
+    return {"id": f"{entity.kind}:{entity.name}", "name": entity.name, "type": entity.kind,
+            "total_memories": entity.active, "owner": tenant, "organization": tenant,
+            "metadata": {"all_memories": entity.total}, "created_at": iso(entity.created_at),
+            "updated_at": iso(entity.updated_at)}
+
+
+def profile_object(user_id: str, persona: Memory | None, *, generations: int) -> dict[str, Any]:
+    """mem0's profile of a user: ``profile`` (the persona's text, or null), ``status`` (``succeeded`` or
+    ``insufficient_data``: no preferences to write one from yet), ``entity_type`` ``user``, ``entity_id``,
+    ``updated_at`` and ``generation_count`` (versions written)."""
+    return {"profile": persona.memory if persona is not None else None,
+            "status": "succeeded" if persona is not None else "insufficient_data", "entity_type": "user",
+            "entity_id": user_id, "updated_at": iso(persona.updated_at) if persona is not None else None,
+            "generation_count": generations}
+
+
+def profile_job_state(*, done: bool) -> dict[str, Any]:
+    """A profile job's state (``get_profile_job``'s ``job``): finished, one user, succeeded or skipped."""
+    return {"status": "completed", "total": 1, "completed": 1, "succeeded": int(done), "failed": 0,
+            "skipped": int(not done), "enumeration_complete": True}
+
+
+def profile_job_object(job_id: str, user_id: str, *, done: bool) -> dict[str, Any]:
+    """``generate_profile``'s answer: the job (already finished), its ``status_url`` and the user."""
+    return {"job_id": job_id, "status": "completed", "status_url": f"/v2/profiles/jobs/{job_id}/",
+            "operation": "trigger", "entity_type": "user", "entity_id": user_id, "entity_count_reserved": 1,
+            "event_id": job_id, "replayed": False, "job": profile_job_state(done=done)}

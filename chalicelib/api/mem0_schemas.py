@@ -23,17 +23,21 @@ midnight UTC.
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chalicelib.api.memory_schemas import MAX_ID_CHARS, MAX_TOP_K
 from chalicelib.errors import InvalidRequestError
 
-__all__ = ["ENTITY_IDS", "Mem0Add", "Mem0List", "Mem0Search", "Mem0Update", "Selection", "clamp_top_k", "expires_at",
-           "metadata_conditions", "select", "unix_seconds"]
+__all__ = ["ENTITY_IDS", "MAX_BATCH", "Mem0Add", "Mem0BatchDelete", "Mem0BatchUpdate", "Mem0Feedback", "Mem0List",
+           "Mem0ProfileJob", "Mem0Search", "Mem0Update", "Selection", "clamp_top_k", "expires_at", "filters_param",
+           "memory_ref", "metadata_conditions", "select", "unix_seconds"]
 
 ENTITY_IDS = ("user_id", "agent_id", "run_id")
 WILDCARD = "*"
@@ -42,6 +46,10 @@ METADATA_OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "nin
 MAX_FILTER_DEPTH = 8  # nesting of AND
 MAX_FILTER_CONDITIONS = 64
 MAX_PAGE_SIZE = 200  # mem0's get_all page_size maximum
+MAX_FILTERS_CHARS = 8192  # a filters query parameter
+MAX_BATCH = 1000  # memories per batch update or delete (mem0's platform limit)
+# A memory id as mem0's clients may send one: Engram's mem_ ids, mem0's UUIDs, any id-like token.
+MEMORY_REF = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 EntityId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 When = int | float | str
@@ -106,6 +114,90 @@ class Mem0Update(_Mem0Body):
     metadata: dict[str, Any] | None = None
     timestamp: When | None = None
     expiration_date: str | None = None
+
+
+class _BatchItem(_Mem0Body):
+    memory_id: str = Field(min_length=1, max_length=256)
+
+
+class _BatchUpdateItem(_BatchItem):
+    text: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> _BatchUpdateItem:
+        if self.text is None and self.metadata is None:
+            raise ValueError("each memory needs 'text' or 'metadata' to update")
+        return self
+
+
+class Mem0BatchUpdate(_Mem0Body):
+    """``PUT /v1/batch/``: ``{"memories": [{"memory_id", "text"?, "metadata"?}]}``, 1 to :data:`MAX_BATCH`."""
+
+    memories: list[_BatchUpdateItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Mem0BatchDelete(_Mem0Body):
+    """``DELETE /v1/batch/``: ``{"memories": [{"memory_id"}]}``, 1 to :data:`MAX_BATCH`."""
+
+    memories: list[_BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Mem0Feedback(_Mem0Body):
+    """``POST /v1/feedback/``: ``memory_id``, ``feedback`` (``POSITIVE``, ``NEGATIVE``, ``VERY_NEGATIVE`` or
+    null) and ``feedback_reason``."""
+
+    memory_id: str = Field(min_length=1, max_length=256)
+    feedback: str | None = None
+    feedback_reason: str | None = Field(default=None, max_length=4096)
+
+
+class Mem0ProfileJob(_Mem0Body):
+    """``POST /v2/profiles/jobs/``: ``operation`` (``trigger`` one user now; ``sample`` is refused),
+    ``entity_type`` (``user``), ``entity_id``."""
+
+    operation: str
+    entity_type: str = "user"
+    entity_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    limit: int | None = None
+
+
+def memory_ref(value: str, param: str = "memory_id") -> str | None:
+    """A memory id a mem0 client sent: the id when it is one of Engram's (``mem_…``), None when it is well formed
+    but cannot be Engram's (a mem0 UUID: the memory does not exist here, a 404 for the caller).
+
+    Raises:
+        InvalidRequestError: (400, ``param``) not an id at all, or a malformed ``mem_`` id.
+    """
+    from chalicelib import ids
+
+    if value.startswith(ids.MEMORY):
+        return ids.validate_id(value, ids.MEMORY, param=param)
+    if not MEMORY_REF.fullmatch(value):
+        raise InvalidRequestError(f"Invalid '{param}': expected a memory id (1 to 128 letters, digits, '_' or "
+                                  "'-').", param=param, code="invalid_value")
+    return None
+
+
+def filters_param(raw: str, param: str = "filters") -> dict[str, Any]:
+    """A ``filters`` query parameter: JSON, or the Python literal mem0's client writes when it puts a dict in the
+    query string (``{'user_id': 'alice'}``, read with :func:`ast.literal_eval`, which evaluates literals only).
+
+    Raises:
+        InvalidRequestError: (400, ``param``) neither parses to an object.
+    """
+    if len(raw) > MAX_FILTERS_CHARS:
+        raise InvalidRequestError(f"Invalid '{param}': longer than {MAX_FILTERS_CHARS} characters.", param=param,
+                                  code="invalid_value")
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(raw)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value
+    raise InvalidRequestError(f"Invalid '{param}': expected an object of filters, e.g. {{\"user_id\": \"alice\"}}.",
+                              param=param, code="invalid_value")
 
 
 @dataclass(slots=True)

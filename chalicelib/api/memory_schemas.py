@@ -15,9 +15,16 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from chalicelib.errors import InvalidRequestError
-from chalicelib.memory.model import MemoryScope, MemoryType
-from chalicelib.memory.recall import DEFAULT_STRATEGY, STRATEGIES, Query, Strategy
-from chalicelib.memory.write import AddRequest, InputMessage
+from chalicelib.memory import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    AddRequest,
+    InputMessage,
+    MemoryScope,
+    MemoryType,
+    Query,
+    Strategy,
+)
 from chalicelib.validation import RequestBody
 
 __all__ = ["AddMemories", "ListParams", "SearchMemories", "UpdateMemory", "scope_of", "to_add_request",
@@ -26,6 +33,7 @@ __all__ = ["AddMemories", "ListParams", "SearchMemories", "UpdateMemory", "scope
 MAX_ID_CHARS = 128
 MAX_MESSAGES = 100
 MAX_CONTENT_CHARS = 32_768
+MAX_CONTENT_PARTS = 100  # text parts per message
 MAX_METADATA_BYTES = 16_384  # serialised
 MAX_METADATA_KEYS = 64
 MAX_CATEGORIES = 16
@@ -79,11 +87,21 @@ class TextPart(_Body):
 
 
 class MessageIn(_Body):
-    """A chat message: ``role``, ``content`` (a string or text parts) and an optional speaker ``name``."""
+    """A chat message: ``role``, ``content`` (a string or text parts, at most :data:`MAX_CONTENT_CHARS`
+    characters either way: parts are joined by newlines into one memory) and an optional speaker ``name``."""
 
     role: Literal["user", "assistant", "system"]
-    content: Annotated[str, Field(max_length=MAX_CONTENT_CHARS)] | list[TextPart]
+    content: Annotated[str, Field(max_length=MAX_CONTENT_CHARS)] | Annotated[
+        list[TextPart], Field(max_length=MAX_CONTENT_PARTS)]
     name: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)] | None = None
+
+    @model_validator(mode="after")
+    def _joined_fits(self) -> MessageIn:
+        if not isinstance(self.content, str) and len(self.text()) > MAX_CONTENT_CHARS:
+            raise PydanticCustomError(
+                "string_too_long", "the parts of 'content' join into {length} characters; at most {limit} are "
+                "allowed per message", {"length": len(self.text()), "limit": MAX_CONTENT_CHARS})
+        return self
 
     def text(self) -> str:
         """The message's text (parts joined by newlines)."""

@@ -6,12 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.memory.add_jobs import AddJob
-from chalicelib.memory.audit import AuditRow
-from chalicelib.memory.model import Memory
-from chalicelib.memory.recall import Hit
-from chalicelib.memory.store import HistoryRow
-from chalicelib.memory.write import AddResult
+from chalicelib.memory import AddJob, AddResult, AuditRow, HistoryRow, Hit, Memory
 from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile

@@ -61,7 +61,10 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     """One model call. ``tool_choice``: ``"auto" | "none" | "required"`` or ``{"name": ...}`` for one function;
-    ``max_output_tokens``/``temperature``/``top_p`` are passed through when set."""
+    ``max_output_tokens``/``temperature``/``top_p`` are passed through when set. ``response_format`` asks for JSON
+    in OpenAI's shape — ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` or
+    ``{"type": "json_object"}`` (:func:`chalicelib.chat.structured.response_format`); a backend without it uses
+    the nearest it has and the answer arrives as ``ChatResult.text`` either way."""
 
     model: str
     messages: Sequence[ChatMessage]
@@ -71,6 +74,7 @@ class ChatRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

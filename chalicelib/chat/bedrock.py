@@ -20,6 +20,11 @@ Translation from the Chat-Completions-shaped :mod:`chalicelib.chat.base` (Bedroc
   ``stopReason`` ``end_turn``/``stop_sequence`` → ``stop``, ``tool_use`` → ``tool_calls``, ``max_tokens`` and
   ``model_context_window_exceeded`` → ``length``, ``guardrail_intervened``/``content_filtered`` →
   ``content_filter``; ``usage.inputTokens``/``outputTokens``.
+- ``response_format`` (JSON answers): Converse has no JSON mode, so the answer is asked for as a forced tool call —
+  one tool (:data:`ANSWER_TOOL`) whose ``inputSchema`` is the requested JSON schema (``{"type": "object"}`` for
+  ``json_object``), chosen with ``toolChoice.tool`` — the structured-output recipe of the Bedrock user guide ("Use
+  a tool to complete an Amazon Bedrock model response"). That call's input becomes the answer's text (JSON) and is
+  not reported as a tool call.
 
 :meth:`BedrockBackend.stream` uses ``ConverseStream`` (text deltas as ``contentBlockDelta.delta.text``, tool input
 as JSON pieces in ``delta.toolUse.input`` after a ``contentBlockStart.start.toolUse``; ``messageStop.stopReason``;
@@ -36,6 +41,9 @@ from typing import Any
 
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, Usage
 from chalicelib.errors import InvalidRequestError, RateLimitError, UpstreamError, UpstreamTimeoutError
+
+# The tool a JSON answer is asked for through (module docstring, ``response_format``).
+ANSWER_TOOL = "answer"
 
 # AWS error codes (Bedrock Runtime API reference, "Converse" Errors; ConverseStream's in-stream exceptions carry
 # the same names with a lower-case first letter, normalised before lookup).
@@ -103,7 +111,7 @@ class BedrockBackend:
             finish = _STOP_REASONS.get(response.get("stopReason"), "tool_calls" if calls else "stop")
         except (KeyError, TypeError) as exc:
             raise UpstreamError(f"Bedrock returned a malformed answer for {request.model}.") from exc
-        return ChatResult(text=text, tool_calls=calls, finish_reason=finish, usage=usage)
+        return _answered(request, ChatResult(text=text, tool_calls=calls, finish_reason=finish, usage=usage))
 
     def stream(self, request: ChatRequest) -> Iterator[TextDelta | ChatResult]:
         """Text deltas from ``ConverseStream`` as they arrive, then one :class:`ChatResult`. Raises what
@@ -139,7 +147,8 @@ class BedrockBackend:
         tool_calls = tuple(ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")
                            for i, c in enumerate(calls[k] for k in sorted(calls)))
         finish = _STOP_REASONS.get(stop_reason or "", "tool_calls" if tool_calls else "stop")
-        yield ChatResult(text="".join(text), tool_calls=tool_calls, finish_reason=finish, usage=usage)
+        yield _answered(request, ChatResult(text="".join(text), tool_calls=tool_calls, finish_reason=finish,
+                                            usage=usage))
 
 
 def converse_kwargs(request: ChatRequest) -> dict[str, Any]:
@@ -167,6 +176,10 @@ def converse_kwargs(request: ChatRequest) -> dict[str, Any]:
                                                ("topP", request.top_p)) if value is not None}
     if inference:
         kwargs["inferenceConfig"] = inference
+    if request.response_format is not None:
+        kwargs["toolConfig"] = {"tools": [_answer_tool(request.response_format)],
+                                "toolChoice": {"tool": {"name": ANSWER_TOOL}}}
+        return kwargs
     history_uses_tools = any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"])
     if request.tools and (request.tool_choice != "none" or history_uses_tools):
         tool_config: dict[str, Any] = {"tools": [
@@ -181,6 +194,25 @@ def converse_kwargs(request: ChatRequest) -> dict[str, Any]:
             tool_config["toolChoice"] = {"tool": {"name": name}}
         kwargs["toolConfig"] = tool_config
     return kwargs
+
+
+def _answer_tool(response_format: dict[str, Any]) -> dict[str, Any]:
+    """The forced tool a JSON answer is asked through: the json_schema's schema, or any object."""
+    schema = (response_format.get("json_schema") or {}).get("schema") if response_format.get("type") == "json_schema" \
+        else None
+    return {"toolSpec": {"name": ANSWER_TOOL, "description": "Give the answer as this JSON object.",
+                         "inputSchema": {"json": schema or {"type": "object"}}}}
+
+
+def _answered(request: ChatRequest, result: ChatResult) -> ChatResult:
+    """A JSON answer's forced tool call as the answer's text (``response_format``), else ``result`` unchanged."""
+    if request.response_format is None:
+        return result
+    for call in result.tool_calls:
+        if call.name == ANSWER_TOOL:
+            return ChatResult(text=call.arguments, tool_calls=(), finish_reason="stop" if result.finish_reason
+                              == "tool_calls" else result.finish_reason, usage=result.usage)
+    return result
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:

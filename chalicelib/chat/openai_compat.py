@@ -14,6 +14,10 @@ client's timing — the official ``openai`` SDK's (``Retry-After``/``retry-after
 ``min(0.5 · 2^attempt, 8)`` s × jitter in (0.75, 1]). A stream is retried only until its first delta has been
 handed to the caller; after that a failure is raised as is.
 
+Structured answers: a request's ``response_format`` is sent as is (``json_schema``, OpenAI's Structured Outputs).
+A server that rejects it with a 400 naming ``response_format`` or ``json_schema`` (many OpenAI-compatible servers
+only have JSON mode) is asked again with ``{"type": "json_object"}``, and this backend keeps using JSON mode.
+
 Timeouts: ``timeout_s`` is httpx's connect/write/pool timeout and its *read* timeout — the longest wait for the
 next bytes. A non-streaming answer arrives in one piece, so it bounds the whole call; a stream may run longer as
 long as chunks keep coming.
@@ -67,6 +71,7 @@ class OpenAICompatBackend:
         self._sleep = sleep
         self._max_tokens_field = ("max_completion_tokens" if any(h in base_url for h in _OPENAI_HOSTS)
                                   else "max_tokens")
+        self._json_schema = True  # False once the server refused a json_schema response_format
 
     def _http(self) -> httpx.Client:
         if self._client is None:
@@ -85,6 +90,15 @@ class OpenAICompatBackend:
             UpstreamTimeoutError: the last attempt timed out (``timeout_s``) or answered 408.
             UpstreamError: 5xx / connection failure after retries, a rejected API key, a malformed answer.
         """
+        try:
+            return self._complete(request)
+        except InvalidRequestError as exc:
+            if not self._json_schema or not _schema_refused(request, exc):
+                raise
+            self._json_schema = False  # JSON mode from now on (module docstring)
+            return self._complete(request)
+
+    def _complete(self, request: ChatRequest) -> ChatResult:
         body = self._body(request, stream=False)
         attempt = 0
         while True:
@@ -151,6 +165,10 @@ class OpenAICompatBackend:
             body["temperature"] = request.temperature
         if request.top_p is not None:
             body["top_p"] = request.top_p
+        if request.response_format is not None:
+            body["response_format"] = (request.response_format if self._json_schema
+                                       or request.response_format.get("type") != "json_schema"
+                                       else {"type": "json_object"})
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -274,6 +292,14 @@ def _message(message: ChatMessage) -> dict[str, Any]:
     elif out["content"] is None and message.role != "assistant":
         out["content"] = ""
     return out
+
+
+def _schema_refused(request: ChatRequest, error: InvalidRequestError) -> bool:
+    """Whether the backend refused the request's ``json_schema`` response format (a 400 naming it)."""
+    if request.response_format is None or request.response_format.get("type") != "json_schema":
+        return False
+    message = error.message.lower()
+    return "response_format" in message or "json_schema" in message
 
 
 def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:

@@ -1,9 +1,9 @@
 """The memory lifecycle's scheduled jobs (rows of :mod:`chalicelib.jobs.table`, lane ``memory_jobs``): each runs as
 the owner across tenants (or for the run's tenant), bounded by its budget, resumable from its cursor, and
-idempotent because every step finds its work by a predicate (see the modules doing the work:
-:mod:`chalicelib.memory.archive`, :mod:`~chalicelib.memory.expiry`, :mod:`~chalicelib.memory.consolidation`,
-:mod:`~chalicelib.memory.episodes`, :mod:`~chalicelib.memory.persona`). Counts are published as EMF metrics by
-the runner.
+idempotent because every step finds its work by a predicate (the lifecycle steps of :mod:`chalicelib.memory`'s
+public face, done by its ``archive``, ``expiry``, ``consolidation``, ``episodes`` and ``persona`` modules). The
+memory model, when one is configured, is the one :func:`chalicelib.memory.lifecycle_model` picks. Counts are
+published as EMF metrics by the runner.
 """
 
 from __future__ import annotations
@@ -30,35 +30,28 @@ def _actor(name: str) -> str:
 def _model(ctx: JobContext) -> tuple[Any, str | None]:
     """The memory model's backend and name, or (None, None) when none is configured (the jobs then do what they
     can without a model)."""
-    from chalicelib import deps
-    from chalicelib.errors import InvalidRequestError
+    from chalicelib.memory import lifecycle_model
 
-    model = ctx.settings.memory_model or ctx.settings.chat_model
-    if not model:
-        return None, None
-    try:
-        return deps.chat_backend(model, ctx.settings), model
-    except InvalidRequestError:  # a model name without a backend: no model
-        return None, None
+    return lifecycle_model(ctx.settings)
 
 
 def archive_stale_memories(ctx: JobContext) -> JobResult:
     """Archive memories not accessed for their tenant's ``auto_archive_days`` (not pinned or important)."""
-    from chalicelib.memory import archive
+    from chalicelib.memory import archive_stale
     from chalicelib.store.tenants import DEFAULT_LIMITS
 
-    return batches(ctx, "archived", lambda conn: archive.archive_stale(
+    return batches(ctx, "archived", lambda conn: archive_stale(
         conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("archive_stale_memories"),
         default_days=DEFAULT_LIMITS.auto_archive_days), size=MEMORY_BATCH)
 
 
 def enforce_memory_quotas(ctx: JobContext) -> JobResult:
     """Archive each tenant's excess over ``max_entries``, lowest value first."""
-    from chalicelib.memory import archive
+    from chalicelib.memory import enforce_quota
     from chalicelib.store.tenants import DEFAULT_LIMITS
 
     settings = ctx.settings
-    return batches(ctx, "quota_archived", lambda conn: archive.enforce_quota(
+    return batches(ctx, "quota_archived", lambda conn: enforce_quota(
         conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("enforce_memory_quotas"),
         default_max=DEFAULT_LIMITS.max_entries, half_life_days=settings.memory_half_life_days,
         decay_floor=settings.memory_decay_floor), size=MEMORY_BATCH)
@@ -66,13 +59,13 @@ def enforce_memory_quotas(ctx: JobContext) -> JobResult:
 
 def sweep_expired_memories(ctx: JobContext) -> JobResult:
     """Delete expired working memories, and other expired memories past their retention."""
-    from chalicelib.memory import expiry
+    from chalicelib.memory import sweep_expired
     from chalicelib.store.tenants import DEFAULT_LIMITS
 
     totals = {"ttl_swept": 0, "expired": 0}
 
     def step(conn: Any) -> int:
-        counts = expiry.sweep(conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("sweep_expired_memories"),
+        counts = sweep_expired(conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("sweep_expired_memories"),
                               default_retention_days=DEFAULT_LIMITS.expired_retention_days)
         for key, value in counts.items():
             totals[key] += value
@@ -86,31 +79,31 @@ def sweep_expired_memories(ctx: JobContext) -> JobResult:
 def episodize_conversations(ctx: JobContext) -> JobResult:
     """Summarise quiet threads' exchanges into episodes (with the memory model, or extractively)."""
     from chalicelib import deps
-    from chalicelib.memory import episodes
+    from chalicelib.memory import episodize
 
     backend, model = _model(ctx)
     embedder = deps.embedder(ctx.settings)
-    return batches(ctx, "episodes", lambda conn: episodes.episodize(
+    return batches(ctx, "episodes", lambda conn: episodize(
         conn, tenant_id=ctx.tenant, limit=THREAD_BATCH, embedder=embedder, backend=backend, model=model,
         actor=_actor("episodize_conversations")), size=THREAD_BATCH)
 
 
 def instancize_episodes(ctx: JobContext) -> JobResult:
     """Compress episodes older than 30 days into instances."""
-    from chalicelib.memory import episodes
+    from chalicelib.memory import instancize
 
-    return batches(ctx, "instances", lambda conn: episodes.instancize(
+    return batches(ctx, "instances", lambda conn: instancize(
         conn, tenant_id=ctx.tenant, limit=MEMORY_BATCH, actor=_actor("instancize_episodes")), size=MEMORY_BATCH)
 
 
 def refresh_personas(ctx: JobContext) -> JobResult:
     """Rewrite the persona of users whose preferences changed."""
     from chalicelib import deps
-    from chalicelib.memory import persona
+    from chalicelib.memory import refresh_personas
 
     backend, model = _model(ctx)
     embedder = deps.embedder(ctx.settings)
-    return batches(ctx, "personas", lambda conn: persona.refresh(
+    return batches(ctx, "personas", lambda conn: refresh_personas(
         conn, tenant_id=ctx.tenant, limit=USER_BATCH, embedder=embedder, backend=backend, model=model,
         actor=_actor("refresh_personas")), size=USER_BATCH)
 
@@ -119,19 +112,19 @@ def consolidation(ctx: JobContext) -> JobResult:
     """Merge each scope's duplicates (and, with a model, related memories), scope by scope from the cursor; the
     cursor is saved after every scope, so a killed run resumes where it stopped."""
     from chalicelib import deps
-    from chalicelib.memory import consolidation as merging
+    from chalicelib.memory import ScopeKey, consolidate_scope, consolidation_scopes
 
     backend, model = _model(ctx)
     embedder = deps.embedder(ctx.settings)
-    after = merging.ScopeKey(**ctx.cursor["after"]) if ctx.cursor and ctx.cursor.get("after") else None
+    after = ScopeKey(**ctx.cursor["after"]) if ctx.cursor and ctx.cursor.get("after") else None
     counts = {"scopes": 0, "groups": 0, "merged": 0}
     with connection(ctx) as conn:
         while True:
-            keys = merging.scopes_after(conn, tenant_id=ctx.tenant, after=after, limit=SCOPE_BATCH)
+            keys = consolidation_scopes(conn, tenant_id=ctx.tenant, after=after, limit=SCOPE_BATCH)
             if not keys:
                 return JobResult(counts)
             for key in keys:
-                done = merging.consolidate_scope(conn, key, near_duplicate=ctx.settings.memory_near_duplicate,
+                done = consolidate_scope(conn, key, near_duplicate=ctx.settings.memory_near_duplicate,
                                                  embedder=embedder, backend=backend, model=model,
                                                  actor=_actor("consolidation"))
                 counts["scopes"] += 1

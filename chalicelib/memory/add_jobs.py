@@ -1,5 +1,6 @@
 """Asynchronous adds: ``POST /v1/memories`` with ``async`` answers 202 with a job (``memjob_…``) and the memory
-queue's handler does the add (the model calls included) in the background.
+queue's handler (:func:`chalicelib.memory.service.handle_add_job`) does the add (the model calls included) in the
+background.
 
 A job is a row of ``memory_jobs`` (migration 0010): ``queued`` → ``in_progress`` → ``completed`` (with the add's
 ``results`` and token ``usage``) or ``failed`` (with ``last_error``). Delivery is at least once, and the handler is
@@ -12,6 +13,7 @@ message goes to the dead-letter queue, from which a redrive completes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
@@ -21,13 +23,14 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib import ids
+from chalicelib.chat.base import ChatBackend
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery, Dispatcher, Message
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import EngramError, NotFoundError, RateLimitError
 from chalicelib.memory import write
 
-__all__ = ["AddJob", "AddJobMessage", "JobStatus", "get", "give_up", "handle_add", "open_jobs", "run", "submit"]
+__all__ = ["AddJob", "AddJobMessage", "JobStatus", "get", "give_up", "open_jobs", "run", "submit"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -122,18 +125,11 @@ def open_jobs(conn: psycopg.Connection, *, limit: int = 100_000) -> list[AddJobM
             for tenant, job_id in conn.execute(_OPEN, {"limit": limit}).fetchall()]
 
 
-def handle_add(message: AddJobMessage, delivery: Delivery) -> str:
-    """The ``memory.add`` handler (:mod:`chalicelib.dispatch.table`): :func:`run` on a tenant connection."""
-    from chalicelib import deps
-    from chalicelib.store.db import tenant_connection
-
-    with tenant_connection(delivery.settings, message.tenant) as conn:
-        return run(conn, delivery.settings, message.tenant, message.job_id,
-                   embedder=deps.embedder(delivery.settings))
-
-
-def run(conn: psycopg.Connection, settings: Settings, tenant_id: str, job_id: str, *, embedder: Embedder) -> str:
-    """Do job ``job_id``'s add; returns ``completed``, or ``duplicate`` when the job is gone or already done.
+def run(conn: psycopg.Connection, settings: Settings, tenant_id: str, job_id: str, *, embedder: Embedder,
+        backend_for: Callable[[str], ChatBackend], default_model: Callable[[Settings], str]) -> str:
+    """Do job ``job_id``'s add (with the model chosen when it was accepted, else ``default_model(settings)``;
+    its backend from ``backend_for``); returns ``completed``, or ``duplicate`` when the job is gone or already
+    done.
 
     Raises:
         whatever the add raises (the job keeps the error as ``last_error``; the queue retries).
@@ -144,8 +140,8 @@ def run(conn: psycopg.Connection, settings: Settings, tenant_id: str, job_id: st
         return "duplicate"
     request = write.AddRequest.from_json(job.request)
     try:
-        model = (request.model or write.model_for(settings)) if request.infer and request.messages else None
-        backend = _backend(model, settings) if model is not None else None
+        model = (request.model or default_model(settings)) if request.infer and request.messages else None
+        backend = backend_for(model) if model is not None else None
         result = write.plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
         with conn.transaction():
             if conn.execute(_LOCK_OPEN, {"tenant": tenant_id, "id": job_id}).fetchone() is None:
@@ -179,9 +175,3 @@ def error_of(error: BaseException) -> dict[str, str]:
         return {"code": error.code or error.type, "message": error.message}
     logger.error("memory add job failed", exc_info=error)
     return {"code": "server_error", "message": "Internal error while adding memories."}
-
-
-def _backend(model: str, settings: Settings) -> Any:
-    from chalicelib import deps
-
-    return deps.chat_backend(model, settings)

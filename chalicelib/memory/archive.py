@@ -19,6 +19,7 @@ import psycopg
 
 from chalicelib.errors import InvalidRequestError
 from chalicelib.memory import audit, store
+from chalicelib.memory.active import active
 from chalicelib.memory.model import Memory
 
 __all__ = ["PROTECTED_IMPORTANCE", "archive_stale", "enforce_quota", "restore"]
@@ -29,31 +30,28 @@ _DAY_S = 86_400
 
 # Candidates: active (open, not merged, archived or expired), not pinned, not protected, not accessed for the
 # tenant's auto_archive_days (tenants.limits, else the default).
-_STALE = """
+_STALE = f"""
 WITH stale AS (
     SELECT m.id FROM memories m JOIN tenants t ON t.id = m.tenant_id
-    WHERE (%(tenant)s::text IS NULL OR m.tenant_id = %(tenant)s) AND m.archived_at IS NULL AND NOT m.pinned
-      AND m.valid_to IS NULL AND m.superseded_by IS NULL AND m.consolidated_into IS NULL
-      AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.importance < %(protected)s
+    WHERE (%(tenant)s::text IS NULL OR m.tenant_id = %(tenant)s) AND {active('m')} AND NOT m.pinned
+      AND m.importance < %(protected)s
       AND coalesce(m.last_accessed_at, m.created_at)
           < now() - make_interval(days => coalesce((t.limits->>'auto_archive_days')::int, %(default_days)s))
     ORDER BY m.tenant_id, m.id LIMIT %(limit)s FOR UPDATE OF m SKIP LOCKED)
 UPDATE memories m SET archived_at = now(), updated_at = now() FROM stale WHERE m.id = stale.id
 RETURNING m.id, m.tenant_id, m.user_id, m.agent_id, m.run_id"""
-_OVER_QUOTA = """
+_OVER_QUOTA = f"""
 SELECT m.tenant_id, count(*) - coalesce((t.limits->>'max_entries')::int, %(default_max)s) AS excess
 FROM memories m JOIN tenants t ON t.id = m.tenant_id
-WHERE (%(tenant)s::text IS NULL OR m.tenant_id = %(tenant)s) AND m.archived_at IS NULL AND m.valid_to IS NULL
-  AND m.superseded_by IS NULL AND m.consolidated_into IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+WHERE (%(tenant)s::text IS NULL OR m.tenant_id = %(tenant)s) AND {active('m')}
 GROUP BY m.tenant_id, t.limits
 HAVING count(*) > coalesce((t.limits->>'max_entries')::int, %(default_max)s)
 ORDER BY m.tenant_id"""
 # The lowest-value active, unpinned memories of one tenant: importance × bounded decay of the last access.
-_LOWEST = """
+_LOWEST = f"""
 WITH lowest AS (
     SELECT id FROM memories
-    WHERE tenant_id = %(tenant)s AND archived_at IS NULL AND NOT pinned AND valid_to IS NULL
-      AND superseded_by IS NULL AND consolidated_into IS NULL AND (expires_at IS NULL OR expires_at > now())
+    WHERE tenant_id = %(tenant)s AND {active()} AND NOT pinned
     ORDER BY importance * greatest(%(floor)s, power(0.5, extract(epoch FROM now() - coalesce(last_accessed_at,
              created_at)) / 86400.0 / %(half_life)s)), created_at, id
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)

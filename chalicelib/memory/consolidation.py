@@ -8,7 +8,8 @@ pairwise (exact cosine, in SQL) and grouped (union-find):
   own threshold) — are merged without a model: the best of them (highest confidence, then importance, then the
   oldest) survives, its confidence raised, and the others point to it;
 - **related** memories — cosine ≥ :data:`RELATED_SIMILARITY` (0.85) — are merged by the memory model into one new
-  memory (:data:`MERGE_PROMPT`) when a model is configured; without one they are left alone.
+  memory (:data:`chalicelib.chat.prompts.MEMORY_MERGE`, recorded as its ``prompt_version``) when a model is
+  configured; without one, or when the model answers malformed JSON twice, they are left alone.
 
 The merged originals get ``consolidated_into`` (they leave recall, stay in history and can be restored with
 ``POST /v1/memories/{id}/restore``); each merge writes ``CONSOLIDATE`` history rows and a ``consolidation`` audit
@@ -29,13 +30,14 @@ from typing import Any
 import psycopg
 
 from chalicelib import ids
-from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest
+from chalicelib.chat import prompts, structured
+from chalicelib.chat.base import ChatBackend
 from chalicelib.embed.base import Embedder
 from chalicelib.memory import audit, store
+from chalicelib.memory.active import active
 from chalicelib.memory.model import MemoryScope, text_hash
-from chalicelib.memory.prompts import MalformedOutput, parse_object
 
-__all__ = ["MERGEABLE_TYPES", "MERGE_PROMPT", "RELATED_SIMILARITY", "ScopeKey", "consolidate_scope", "scopes_after"]
+__all__ = ["MERGEABLE_TYPES", "RELATED_SIMILARITY", "ScopeKey", "consolidate_scope", "scopes_after"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -45,12 +47,7 @@ MAX_SCOPE_MEMORIES = 2000
 MERGEABLE_TYPES = ("fact", "preference", "procedural", "knowledge", "entity", "process", "skill")
 CONFIDENCE_STEP = 0.05
 
-MERGE_PROMPT = """You merge related memories about the same person into one memory. Keep every distinct fact and \
-date, drop repetition, do not invent anything. Write one or two plain sentences in the memories' language. Answer \
-with one JSON object and nothing else: {"memory": "..."}"""
-
-_ACTIVE = """m.archived_at IS NULL AND m.valid_to IS NULL AND m.superseded_by IS NULL AND m.consolidated_into IS NULL
-    AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.memory_type = ANY(%(types)s)"""
+_ACTIVE = f"{active('m')} AND m.memory_type = ANY(%(types)s)"
 _SCOPES = f"""
 SELECT DISTINCT m.tenant_id, coalesce(m.user_id, ''), coalesce(m.agent_id, ''), coalesce(m.run_id, '')
 FROM memories m
@@ -69,8 +66,8 @@ SELECT a.id, b.id, 1 - (a.embedding <=> b.embedding) FROM memories a JOIN memori
   ON a.embedding_dim = b.embedding_dim AND a.id < b.id
 WHERE a.tenant_id = %(tenant)s AND b.tenant_id = %(tenant)s AND a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
   AND (a.hash = b.hash OR (a.embedding <=> b.embedding) <= %(max_distance)s)"""
-_STILL_ACTIVE = """SELECT count(*) FROM memories m WHERE m.tenant_id = %(tenant)s AND m.id = ANY(%(ids)s)
-AND m.archived_at IS NULL AND m.valid_to IS NULL AND m.superseded_by IS NULL AND m.consolidated_into IS NULL"""
+_STILL_ACTIVE = f"""SELECT count(*) FROM memories m WHERE m.tenant_id = %(tenant)s AND m.id = ANY(%(ids)s)
+AND {active('m')}"""
 _MERGE = """UPDATE memories SET consolidated_into = %(into)s, updated_at = now()
 WHERE tenant_id = %(tenant)s AND id = ANY(%(ids)s)"""
 _SURVIVE = """UPDATE memories SET confidence = least(1, confidence + %(delta)s), updated_at = now()
@@ -219,7 +216,7 @@ def _merge_related(conn: psycopg.Connection, key: ScopeKey, members: list[_Row],
             confidence=max(r.confidence for r in members), importance=max(r.importance for r in members),
             metadata={"consolidated_from": [r.id for r in members]}, source_kind="job", source_id="consolidation",
             valid_from=min(r.valid_from for r in members), pinned=False, expires_at=None, model=embedder.model,
-            embedding=vector, index_text=text, source_type="inferred"))
+            embedding=vector, index_text=text, source_type="inferred", prompt_version=prompts.MEMORY_MERGE.tag))
         conn.execute(_MERGE, {"tenant": key.tenant, "into": new.id, "ids": [r.id for r in members]})
         store.record(conn, key.tenant, new, scope, "ADD", old=None, new=text, actor=actor,
                      details={"consolidated_from": [r.id for r in members]})
@@ -233,15 +230,10 @@ def _merge_related(conn: psycopg.Connection, key: ScopeKey, members: list[_Row],
 
 def _merged_text(backend: ChatBackend, model: str, texts: list[str]) -> str | None:
     listing = "\n".join(f"- {t}" for t in texts)
-    request = ChatRequest(model=model, messages=(ChatMessage("system", MERGE_PROMPT), ChatMessage("user", listing)),
-                          tool_choice="none", temperature=0.0)
     try:
-        data: dict[str, Any] = parse_object(backend.complete(request).text)
-    except MalformedOutput as exc:
-        logger.warning("consolidation answer from %s was malformed (%s); group left as it is", model, exc)
+        answer: structured.Answer[Any] = structured.ask(backend, model, prompts.MEMORY_MERGE, listing)
+    except structured.MalformedAnswer as exc:
+        logger.warning("consolidation answer from %s was malformed (%s); group left as it is", model, exc.problem)
         return None
-    text = data.get("memory")
-    if not isinstance(text, str) or not text.strip():
-        logger.warning("consolidation answer from %s had no memory text; group left as it is", model)
-        return None
-    return text.strip()[:2000]
+    merged: prompts.MergedMemory = answer.value
+    return merged.memory

@@ -5,7 +5,8 @@
   ``episode`` whose text is its summary ("key: description"), with the summary's tags as categories, its
   importance, the date range (``valid_from`` = the first exchange; ``metadata.date_from``/``date_to``) and the
   raw messages kept in ``episode_messages``. The summary comes from the memory model when one is configured
-  (:data:`SUMMARY_PROMPT`); otherwise it is extractive (documented in :func:`extractive_summary`).
+  (:data:`chalicelib.chat.prompts.EPISODE_SUMMARY`, recorded as the episode's ``prompt_version``); otherwise, or
+  when the model answers malformed JSON twice, it is extractive (documented in :func:`extractive_summary`).
 - **Instancize**: an episode older than :data:`INSTANCE_AFTER_DAYS` (30 days) becomes an **instance**: type
   ``instance``, the raw messages compressed (zlib, JSON) into ``archived_data``, the summary kept searchable.
 
@@ -27,13 +28,13 @@ from typing import Any
 import psycopg
 
 from chalicelib import ids
-from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest
+from chalicelib.chat import prompts, structured
+from chalicelib.chat.base import ChatBackend
 from chalicelib.embed.base import Embedder
 from chalicelib.memory import audit, store
 from chalicelib.memory.model import MemoryScope, text_hash
-from chalicelib.memory.prompts import MalformedOutput
 
-__all__ = ["EPISODE_AFTER_S", "INSTANCE_AFTER_DAYS", "SUMMARY_PROMPT", "Summary", "decompress", "episodize",
+__all__ = ["EPISODE_AFTER_S", "INSTANCE_AFTER_DAYS", "Summary", "decompress", "episodize",
            "extractive_summary", "instancize"]
 
 logger = logging.getLogger("engram.memory")
@@ -43,10 +44,6 @@ INSTANCE_AFTER_DAYS = 30  # seed 002 §6-7: episodes are < 30 days old, instance
 KEY_CHARS = 120
 DESCRIPTION_CHARS = 600
 MAX_TAGS = 5
-
-SUMMARY_PROMPT = """You summarise one past conversation for a memory system. Answer with one JSON object and \
-nothing else: {"key": "a short title (at most 12 words)", "description": "2-4 sentences: what was discussed, \
-decided or learnt, with dates", "tags": ["up to 5 topic words"], "importance": 0.0-1.0}"""
 
 _DUE_THREADS = """
 SELECT tenant_id, thread_id FROM exchanges
@@ -73,12 +70,14 @@ _WORD = re.compile(r"[^\W\d_]{5,}", re.UNICODE)
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """An episode's summary (seed 002 §8): ``key`` (title), ``description``, ``tags``, ``importance`` in [0, 1]."""
+    """An episode's summary (seed 002 §8): ``key`` (title), ``description``, ``tags``, ``importance`` in [0, 1], and
+    the ``prompt`` tag of the model's prompt that wrote it (None: extractive)."""
 
     key: str
     description: str
     tags: list[str]
     importance: float
+    prompt: str | None = None
 
 
 def episodize(conn: psycopg.Connection, *, tenant_id: str | None, limit: int, embedder: Embedder,
@@ -153,31 +152,15 @@ def _summarize(messages: list[dict[str, Any]], backend: ChatBackend | None, mode
     if backend is None or model is None:
         return extractive_summary(messages)
     transcript = "\n".join(f"{m['created_at'][:10]} {m['role']}: {m['content']}" for m in messages)
-    request = ChatRequest(model=model, messages=(ChatMessage("system", SUMMARY_PROMPT),
-                                                 ChatMessage("user", transcript)), tool_choice="none",
-                          temperature=0.0)
     try:
-        return _parse(backend.complete(request).text)
-    except MalformedOutput as exc:
-        logger.warning("episode summary from %s was malformed (%s); using the extractive summary", model, exc)
+        answer: structured.Answer[Any] = structured.ask(backend, model, prompts.EPISODE_SUMMARY, transcript)
+    except structured.MalformedAnswer as exc:
+        logger.warning("episode summary from %s was malformed (%s); using the extractive summary", model,
+                       exc.problem)
         return extractive_summary(messages)
-
-
-def _parse(answer: str) -> Summary:
-    from chalicelib.memory.prompts import parse_object
-
-    data = parse_object(answer)
-    key, description = data.get("key"), data.get("description")
-    if not isinstance(key, str) or not key.strip() or not isinstance(description, str) or not description.strip():
-        raise MalformedOutput("key and description must be non-empty strings")
-    tags = data.get("tags") or []
-    importance = data.get("importance", 0.5)
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise MalformedOutput("tags must be a list of strings")
-    if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
-        raise MalformedOutput("importance must be a number between 0 and 1")
-    return Summary(_clip(key, KEY_CHARS), _clip(description, DESCRIPTION_CHARS),
-                   [t.strip()[:64] for t in tags if t.strip()][:MAX_TAGS], float(importance))
+    summary: prompts.EpisodeSummary = answer.value
+    return Summary(_clip(summary.key, KEY_CHARS), _clip(summary.description, DESCRIPTION_CHARS),
+                   list(summary.tags)[:MAX_TAGS], summary.importance, prompt=answer.prompt)
 
 
 def _insert(conn: psycopg.Connection, tenant: str, scope: MemoryScope, thread: str, rows: list,
@@ -191,7 +174,7 @@ def _insert(conn: psycopg.Connection, tenant: str, scope: MemoryScope, thread: s
                                     "message_count": len(messages), "thread_id": thread},
                           source_kind="conversation", source_id=thread, valid_from=date_from, pinned=False,
                           expires_at=None, model=model, embedding=vector, index_text=text,
-                          episode_messages=messages)
+                          episode_messages=messages, prompt_version=summary.prompt)
     return store.insert(conn, tenant, ids.new_id(ids.MEMORY), new).id
 
 

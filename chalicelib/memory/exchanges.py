@@ -130,10 +130,11 @@ def insert(conn: psycopg.Connection, tenant_id: str, new: NewExchange, *, model:
 
 
 def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: MemoryScope, query: str, *,
-           embedder: Embedder, limit: int = CONTEXT_RESULTS,
-           threshold: float = SIMILARITY_THRESHOLD) -> list[ExchangeHit]:
+           embedder: Embedder, limit: int = CONTEXT_RESULTS, threshold: float = SIMILARITY_THRESHOLD,
+           vector: Sequence[float] | None = None) -> list[ExchangeHit]:
     """The scope's exchanges (across its threads) most similar to ``query``: hybrid-ranked, kept when their cosine
-    similarity is at least ``threshold``, at most ``limit``, best first.
+    similarity is at least ``threshold``, at most ``limit``, best first. ``vector``: the query's embedding when the
+    caller has it already (else it is embedded here).
 
     Raises:
         UpstreamError: embedding the query failed.
@@ -141,7 +142,7 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
     predicate, params = scope_predicate(scope)
     ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1), [query],
                   embedder=embedder, settings=settings, depth=_CANDIDATES, where=None, indexed_rows=0,
-                  weights=Weights(1.0, 1.0))
+                  weights=Weights(1.0, 1.0), vectors=[vector] if vector is not None else None)
     kept = [r for r in ranked if (r.similarity or 0.0) >= threshold][:limit]
     if not kept:
         return []

@@ -18,8 +18,9 @@ semantic persona, knowledge, entities, processes, skills):
 **Events** (:data:`EVENTS`) recorded in a memory's history: ``ADD`` (new), ``UPDATE`` (a new version replaces it:
 the old one is closed with ``valid_to`` and ``superseded_by``), ``INVALIDATE`` (contradicted: closed with
 ``valid_to`` and ``invalidated_by``, kept), ``DELETE`` (removed; its history keeps the event, not the text),
-``ARCHIVE`` / ``RESTORE`` (hidden from recall and back), ``CONSOLIDATE`` (merged into another), ``EXPIRE``. An add
-that learns nothing new answers ``NOOP`` (no history row).
+``ARCHIVE`` / ``RESTORE`` (hidden from recall and back), ``CONSOLIDATE`` (merged into another), ``EXPIRE``,
+``FEEDBACK`` (a user's rating of the memory: ``POSITIVE``, ``NEGATIVE`` or ``VERY_NEGATIVE`` with a reason, in the
+event's details; the memory itself is unchanged). An add that learns nothing new answers ``NOOP`` (no history row).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ __all__ = [
 MemoryType = Literal["fact", "preference", "episode", "instance", "procedural", "working", "persona", "knowledge",
                      "entity", "process", "skill"]
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
-Event = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "ARCHIVE", "RESTORE", "CONSOLIDATE", "EXPIRE"]
+Event = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "ARCHIVE", "RESTORE", "CONSOLIDATE", "EXPIRE", "FEEDBACK"]
 EVENTS: tuple[str, ...] = get_args(Event)
 SourceKind = Literal["api", "response", "conversation", "file", "job"]
 
@@ -91,7 +92,8 @@ class MemoryScope:
 @dataclass(frozen=True, slots=True)
 class Memory:
     """A row of ``memories`` (migrations/0010_memories.sql; times are timezone-aware UTC; confidence and
-    importance in [0, 1])."""
+    importance in [0, 1]; ``prompt_version``: the ``name@version`` tags of the prompts whose answers wrote its
+    text, space-separated, None when stored as written — migration 0021)."""
 
     seq: int
     id: str
@@ -123,6 +125,7 @@ class Memory:
     created_at: datetime
     updated_at: datetime
     embedding_model: str
+    prompt_version: str | None = None
 
     @property
     def scope(self) -> MemoryScope:

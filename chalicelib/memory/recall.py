@@ -70,7 +70,7 @@ from psycopg import sql
 from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
-from chalicelib.memory import store
+from chalicelib.memory import active, store
 from chalicelib.memory.model import Memory, MemoryScope
 from chalicelib.memory.temporal import TimeWindow, time_windows
 from chalicelib.search.corpus import MEMORIES, Scope
@@ -156,9 +156,10 @@ class _Evidence:
 
 
 def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
-           now: datetime | None = None, touch: bool = True) -> list[Hit]:
+           now: datetime | None = None, touch: bool = True, vector: Sequence[float] | None = None) -> list[Hit]:
     """The best memories of the scope for ``query.query``, best first (see the module docstring). Counts an access
-    of each returned memory when ``touch``.
+    of each returned memory when ``touch``. ``vector``: the query's embedding (``embedder.dimension`` floats)
+    when the caller has it already; else it is embedded here (when the strategy weighs vectors).
 
     Raises:
         InvalidRequestError: malformed ``filters``.
@@ -168,8 +169,9 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     where = compile_filter(query.filters, column="metadata")
     scope = _scope(tenant_id, query)
     depth = max(MIN_CANDIDATES, 4 * query.top_k)
-    vector = None
-    if query.strategy.vector > 0:
+    if query.strategy.vector <= 0:
+        vector = None
+    elif vector is None:
         started = time.perf_counter()
         vector = embedder.embed([query.query])[0]
         observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
@@ -270,15 +272,12 @@ def _scope(tenant_id: str, query: Query) -> Scope:
     predicate, params = store.scope_predicate(query.scope)
     parts: list[sql.Composable] = [predicate]
     if query.as_of is not None:
-        parts.append(sql.SQL("valid_from <= %(as_of)s "
-                             "AND (valid_to IS NULL OR valid_to > %(as_of)s) AND archived_at IS NULL "
-                             "AND consolidated_into IS NULL AND (expires_at IS NULL OR expires_at > %(as_of)s)"))
+        parts.append(sql.SQL(f"{active.valid_at(at='%(as_of)s')} AND {active.live(at='%(as_of)s')}"))
         params["as_of"] = query.as_of
     elif query.include_invalidated:
-        parts.append(sql.SQL("archived_at IS NULL AND consolidated_into IS NULL "
-                             "AND (expires_at IS NULL OR expires_at > now())"))
+        parts.append(sql.SQL(active.live()))
     else:
-        parts.append(sql.SQL(store.ACTIVE))
+        parts.append(sql.SQL(active.ACTIVE))
     if query.memory_types:
         parts.append(sql.SQL("memory_type = ANY(%(types)s)"))
         params["types"] = list(query.memory_types)

@@ -17,14 +17,15 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
+from chalicelib.memory.active import ACTIVE
 from chalicelib.memory.model import Memory, MemoryScope
 from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
 
 __all__ = [
     "ACCESS_GRANULARITY_S",
-    "ACTIVE",
     "Edit",
+    "Entity",
     "HistoryRow",
     "NewMemory",
     "bump",
@@ -32,6 +33,7 @@ __all__ = [
     "count",
     "delete",
     "edit",
+    "entities",
     "HistoryEvent",
     "fetch_by_seq",
     "Ranking",
@@ -61,18 +63,15 @@ ACCESS_GRANULARITY_S = 60
 _COLUMNS = """seq, id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, valid_to, superseded_by, invalidated_by, pinned,
     access_count, last_accessed_at, expires_at, archived_at, consolidated_into, verified, source_type, created_at,
-    updated_at, embedding_model"""
-# What recall may return at `now`: open (not closed by an update or contradiction), not merged, archived or expired.
-ACTIVE = """valid_to IS NULL AND superseded_by IS NULL AND consolidated_into IS NULL AND archived_at IS NULL
-    AND (expires_at IS NULL OR expires_at > now())"""
+    updated_at, embedding_model, prompt_version"""
 _INSERT = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages, prompt_version)
 SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(hash)s, %(memory_type)s,
     %(categories)s, %(confidence)s, %(importance)s, %(metadata)s, %(source_kind)s, %(source_id)s,
     coalesce(%(valid_from)s, now()), %(pinned)s, %(expires_at)s, %(verified)s, %(source_type)s, %(model)s, %(dim)s,
-    %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s
+    %(embedding)s, v, engram_tsvector_length(v), %(episode_messages)s, %(prompt_version)s
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
 # Many memories in one statement: one JSON array of rows, each with its position `ord`, and their vectors as one
@@ -80,16 +79,16 @@ RETURNING {_COLUMNS}"""
 _INSERT_MANY = f"""
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
-    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages)
+    embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages, prompt_version)
 SELECT r.id, %(tenant)s, r.user_id, r.agent_id, r.run_id, r.memory, r.hash, r.memory_type, r.categories,
     r.confidence, r.importance, r.metadata, r.source_kind, r.source_id, coalesce(r.valid_from, now()), r.pinned,
     r.expires_at, r.verified, r.source_type, r.model, r.dim, (%(embeddings)s::vector[])[r.ord + 1], k.v,
-    engram_tsvector_length(k.v), r.episode_messages
+    engram_tsvector_length(k.v), r.episode_messages, r.prompt_version
 FROM jsonb_to_recordset(%(rows)s) AS r(id text, user_id text, agent_id text, run_id text,
     memory text, hash text, memory_type text, categories text[], confidence real, importance real, metadata jsonb,
     source_kind text, source_id text, valid_from timestamptz, pinned boolean, expires_at timestamptz,
     verified boolean, source_type text, model text, dim integer, index_text text, episode_messages jsonb,
-    ord integer)
+    prompt_version text, ord integer)
 CROSS JOIN LATERAL (SELECT to_tsvector('english', r.index_text) AS v) AS k
 ORDER BY r.ord
 RETURNING {_COLUMNS}"""
@@ -153,11 +152,11 @@ _SNAPSHOT = """
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, valid_to, superseded_by, pinned, access_count,
     last_accessed_at, expires_at, verified, source_type, created_at, updated_at, embedding_model, embedding_dim,
-    embedding, keywords, keyword_length)
+    embedding, keywords, keyword_length, prompt_version)
 SELECT %(snapshot)s, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, greatest(valid_from, %(valid_to)s), id, pinned,
     access_count, last_accessed_at, expires_at, verified, source_type, created_at, now(), embedding_model,
-    embedding_dim, embedding, keywords, keyword_length
+    embedding_dim, embedding, keywords, keyword_length, prompt_version
 FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"""
 _REVISE = f"""
 UPDATE memories SET memory = %(memory)s, hash = %(hash)s, embedding_model = %(model)s, embedding_dim = %(dim)s,
@@ -166,7 +165,8 @@ UPDATE memories SET memory = %(memory)s, hash = %(hash)s, embedding_model = %(mo
     metadata = coalesce(%(metadata)s, metadata), categories = coalesce(%(categories)s, categories),
     importance = coalesce(%(importance)s, importance), pinned = coalesce(%(pinned)s, pinned),
     verified = coalesce(%(verified)s, verified),
-    expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END, updated_at = now()
+    expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END,
+    prompt_version = %(prompt_version)s, updated_at = now()
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 WHERE tenant_id = %(tenant)s AND id = %(id)s
 RETURNING {", ".join("memories." + c.strip() for c in _COLUMNS.split(","))}"""
@@ -218,6 +218,22 @@ _STATS = f"""SELECT count(*) FILTER (WHERE {ACTIVE}), count(*) FILTER (WHERE sup
 FROM memories WHERE tenant_id = %(tenant)s AND {{scope}}"""
 _STATS_BY_TYPE = f"""SELECT memory_type, count(*) FROM memories WHERE tenant_id = %(tenant)s AND {{scope}} AND {ACTIVE}
 GROUP BY 1 ORDER BY 2 DESC, 1"""
+# The users, agents and runs holding memories (each id its own entity), with their active and total memories and
+# when they first and last changed; most recently changed first.
+_ENTITIES = f"""
+SELECT kind, name, count(*) FILTER (WHERE active), count(*), min(created_at), max(updated_at) FROM (
+    SELECT 'user' AS kind, user_id AS name, ({ACTIVE}) AS active, created_at, updated_at FROM memories
+    WHERE tenant_id = %(tenant)s AND user_id IS NOT NULL
+    UNION ALL
+    SELECT 'agent', agent_id, ({ACTIVE}), created_at, updated_at FROM memories
+    WHERE tenant_id = %(tenant)s AND agent_id IS NOT NULL
+    UNION ALL
+    SELECT 'run', run_id, ({ACTIVE}), created_at, updated_at FROM memories
+    WHERE tenant_id = %(tenant)s AND run_id IS NOT NULL) AS e
+GROUP BY kind, name ORDER BY max(updated_at) DESC, kind, name LIMIT %(limit)s OFFSET %(offset)s"""
+_ENTITY_COUNT = """SELECT (SELECT count(DISTINCT user_id) FROM memories WHERE tenant_id = %(tenant)s)
+    + (SELECT count(DISTINCT agent_id) FROM memories WHERE tenant_id = %(tenant)s)
+    + (SELECT count(DISTINCT run_id) FROM memories WHERE tenant_id = %(tenant)s)"""
 _PURGE_CACHE = """DELETE FROM embedding_cache WHERE tenant_id = %(tenant)s AND sha256 = ANY(%(hashes)s)"""
 
 
@@ -245,6 +261,7 @@ class NewMemory:
     verified: bool = False
     source_type: str | None = None
     episode_messages: list[dict[str, Any]] | None = None
+    prompt_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +282,20 @@ class Ranking:
     previous: int | None
     following: int | None
     similarity: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A user, agent or run holding memories: ``kind`` (``user``, ``agent``, ``run``), its id ``name``, its
+    ``active`` and ``total`` memories (every version and status), when its first memory was created and its
+    latest changed."""
+
+    kind: str
+    name: str
+    active: int
+    total: int
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +342,7 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
               "expires_at": new.expires_at, "verified": new.verified, "source_type": new.source_type,
               "model": new.model, "dim": len(new.embedding),
               "embedding": new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding)),
-              "index_text": new.index_text,
+              "index_text": new.index_text, "prompt_version": new.prompt_version,
               "episode_messages": Jsonb(new.episode_messages) if new.episode_messages is not None else None}
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_INSERT, params).fetchone()
@@ -334,7 +365,7 @@ def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[s
                 "source_id": new.source_id, "valid_from": _iso(new.valid_from), "pinned": new.pinned,
                 "expires_at": _iso(new.expires_at), "verified": new.verified, "source_type": new.source_type,
                 "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text,
-                "episode_messages": new.episode_messages, "ord": i}
+                "episode_messages": new.episode_messages, "prompt_version": new.prompt_version, "ord": i}
                for i, ((memory_id, new), vector) in enumerate(zip(rows, vectors))]
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         inserted = {m.id: m for m in cur.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload),
@@ -505,11 +536,12 @@ class Edit:
 
 
 def revise(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, text: str, hash: str, index_text: str,
-           model: str, embedding: Sequence[float], valid_from: datetime | None, edit: Edit = Edit()) -> tuple[
-               Memory, str]:
+           model: str, embedding: Sequence[float], valid_from: datetime | None, edit: Edit = Edit(),
+           prompt_version: str | None = None) -> tuple[Memory, str]:
     """Give memory ``memory_id`` a new version (its id stays): the old version is kept as a closed row (new id,
     ``valid_to`` = the new version's ``valid_from``, ``superseded_by`` the memory); returns ``(memory, id of the
-    old version's row)``. Call inside a transaction.
+    old version's row)``. ``prompt_version``: the prompts whose answers wrote the new text (None: written by
+    hand). Call inside a transaction.
 
     Raises:
         NotFoundError: no such memory for this tenant.
@@ -524,7 +556,8 @@ def revise(conn: psycopg.Connection, tenant_id: str, memory_id: str, *, text: st
         raise NotFoundError(f"No memory found with id '{memory_id}'.", param="memory_id")
     params = {"tenant": tenant_id, "id": memory_id, "memory": text, "hash": hash, "model": model,
               "dim": len(embedding), "embedding": embedding if isinstance(embedding, Vector) else Vector(
-                  list(embedding)), "index_text": index_text, **valid, **edit.params()}
+                  list(embedding)), "index_text": index_text, "prompt_version": prompt_version, **valid,
+              **edit.params()}
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_REVISE, params).fetchone()
     assert row is not None
@@ -603,6 +636,15 @@ def stats(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -
     out["active_by_type"] = {t: int(n) for t, n in conn.execute(sql.SQL(_STATS_BY_TYPE).format(scope=predicate),
                                                                  params).fetchall()}
     return out
+
+
+def entities(conn: psycopg.Connection, tenant_id: str, *, limit: int, offset: int = 0) -> tuple[list[Entity], int]:
+    """One page of the tenant's entities (each user, agent and run id holding memories), most recently changed
+    first: ``(entities, how many there are in all)``."""
+    rows = conn.execute(_ENTITIES, {"tenant": tenant_id, "limit": limit, "offset": offset}).fetchall()
+    total = int(one(conn.execute(_ENTITY_COUNT, {"tenant": tenant_id}))[0])
+    return [Entity(kind, name, int(active), int(total_), created, updated)
+            for kind, name, active, total_, created, updated in rows], total
 
 
 def exchange_text(prompt: str, answer: str) -> str:

@@ -5,20 +5,23 @@ the scope are ``NOOP``). With inference the cheap checks come first and the mode
 
 1. a single-message add whose text is an exact (normalised-hash) or near duplicate (cosine ≥
    ``Settings.memory_near_duplicate``, documented default 0.95) of a stored memory is ``NOOP`` — no model call;
-2. one **extraction** call turns the conversation into facts (:mod:`chalicelib.memory.prompts`);
+2. one **extraction** call turns the conversation into facts (:data:`chalicelib.chat.prompts.MEMORY_EXTRACTION`);
 3. facts that are exact or near duplicates of stored memories are ``NOOP`` (their memory's confidence rises);
 4. one **decision** call, for the whole batch, over the stored memories most similar to the rest: ``ADD``,
    ``UPDATE`` (a new version; the old one gets ``valid_to`` and ``superseded_by``), ``INVALIDATE`` (the
    contradicted memory is closed and kept, the new fact added) or ``NOOP``.
 
-A malformed model answer is sent back once with what is wrong; a second one fails the add with nothing written.
-Every write happens in one transaction after the model calls, under a per-scope advisory lock (two concurrent
-adds of one fact store it once); ``usage`` reports the tokens of every call.
+Both calls ask for JSON with ``response_format`` and validate the answer against the prompt's pydantic model
+(:mod:`chalicelib.chat.structured`); a malformed answer is sent back once with what is wrong, a second one fails
+the add with nothing written. Every memory a model's answer wrote records the prompts' ``name@version`` tags
+(``prompt_version``). Every write happens in one transaction after the model calls, under a per-scope advisory
+lock (two concurrent adds of one fact store it once); ``usage`` reports the tokens of every call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,16 +30,16 @@ from typing import Any
 import psycopg
 
 from chalicelib import ids
-from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, Usage
-from chalicelib.config import ENV_CHAT_BASE_URL, ENV_CHAT_MODEL, ENV_CHAT_PROVIDER, ENV_MEMORY_MODEL, Settings
+from chalicelib.chat import prompts, structured
+from chalicelib.chat.base import ChatBackend, Usage
+from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import InvalidRequestError, UpstreamError
-from chalicelib.memory import exchanges, prompts, store
+from chalicelib.errors import UpstreamError
+from chalicelib.memory import exchanges, store
 from chalicelib.memory.exchanges import NewExchange
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
-from chalicelib.memory.prompts import Fact, MalformedOutput
 
-__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "apply", "model_for", "plan"]
+__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "apply", "plan"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -46,8 +49,6 @@ CONFIDENCE_STEP = 0.05
 DECISION_NEIGHBOURS = 5
 # Categories kept per memory (the request's, then the extracted tags).
 MAX_CATEGORIES = 16
-# Calls the decision and extraction answers may take: one retry of a malformed answer.
-MODEL_ATTEMPTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,7 @@ class Change:
     embedding: Any = None
     id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    prompt_version: str | None = None  # the prompts whose answers wrote the text (None: the user's own words)
 
     def result(self) -> dict[str, Any]:
         """The add's result entry: ``{"id", "event", "memory", "memory_type", "previous_memory"?, ...}``."""
@@ -145,28 +147,13 @@ class AddResult:
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     exchange_vector: Any = None  # the embedding of the request's exchange, when it records one
+    prompts: list[str] = field(default_factory=list)  # name@version of every prompt asked, in order
 
     def usage_dict(self) -> dict[str, Any]:
-        """``{"model", "model_calls", "input_tokens", "output_tokens", "total_tokens"}``."""
+        """``{"model", "model_calls", "input_tokens", "output_tokens", "total_tokens", "prompts"}``."""
         return {"model": self.model, "model_calls": self.model_calls, "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens,
-                "total_tokens": self.usage.input_tokens + self.usage.output_tokens}
-
-
-def model_for(settings: Settings) -> str:
-    """The model of an inferring add: ``ENGRAM_MEMORY_MODEL``, else ``ENGRAM_CHAT_MODEL``.
-
-    Raises:
-        InvalidRequestError: (400, param ``infer``, code ``model_not_configured``) neither is set; the message names
-            the settings.
-    """
-    model = settings.memory_model or settings.chat_model
-    if not model:
-        raise InvalidRequestError(
-            f"'infer': true needs a model to extract memories, and none is configured. Set {ENV_MEMORY_MODEL} (or "
-            f"{ENV_CHAT_MODEL}) and a chat backend ({ENV_CHAT_BASE_URL}, or {ENV_CHAT_PROVIDER}=bedrock), or add "
-            "with 'infer': false to store the messages as they are.", param="infer", code="model_not_configured")
-    return model
+                "total_tokens": self.usage.input_tokens + self.usage.output_tokens, "prompts": list(self.prompts)}
 
 
 def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
@@ -207,10 +194,12 @@ def _plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request:
     if not facts:
         return result
     fresh: list[Change] = []
+    extracted = result.prompts[-1]
     for fact in facts:
-        change = Change("ADD", fact.text, memory_type=request.memory_type or fact.memory_type,
-                        confidence=fact.confidence, importance=_importance(request, fact.importance), tags=fact.tags)
-        duplicate = store.find_by_hash(conn, tenant_id, request.scope, text_hash(fact.text))
+        change = Change("ADD", fact.fact, memory_type=request.memory_type or fact.type,
+                        confidence=fact.confidence, importance=_importance(request, fact.importance),
+                        tags=list(fact.tags), prompt_version=extracted)
+        duplicate = store.find_by_hash(conn, tenant_id, request.scope, text_hash(fact.fact))
         if duplicate is not None:
             change.event, change.target = "NOOP", duplicate
             result.changes.append(change)
@@ -273,7 +262,8 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
             revised, snapshot = store.revise(
                 conn, tenant_id, target.id, text=change.text, hash=text_hash(change.text),
                 index_text=_index_text(change), model=embedder.model, embedding=change.embedding,
-                valid_from=valid_from, edit=store.Edit(categories=_categories(request, change) or None))
+                valid_from=valid_from, edit=store.Edit(categories=_categories(request, change) or None),
+                prompt_version=change.prompt_version)
             change.id = revised.id
             events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
                                       {"previous_version": snapshot}))
@@ -335,46 +325,86 @@ def _known(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
     return True
 
 
-def _extract(backend: ChatBackend, model: str, request: AddRequest, result: AddResult) -> list[Fact]:
+def _extract(backend: ChatBackend, model: str, request: AddRequest,
+             result: AddResult) -> list[prompts.ExtractedFact]:
     when = request.timestamp or datetime.now(UTC)
     conversation = "\n".join(f"{m.name or m.role}: {m.content}" for m in request.messages if m.role != "system")
-    messages = prompts.extraction_request(conversation, date=when.strftime("%Y-%m-%d (%A)"))
-    return _ask(backend, model, messages, prompts.parse_facts, result)
+    content = f"Conversation date: {when.strftime('%Y-%m-%d (%A)')}.\n\nConversation:\n{conversation}"
+    answer: prompts.ExtractedFacts = _ask(backend, model, prompts.MEMORY_EXTRACTION, content, result)
+    return list(answer.facts)
 
 
 def _decide(backend: ChatBackend, model: str, existing: list[Memory], undecided: list[Change],
             result: AddResult) -> None:
-    facts = [Fact(c.text, c.confidence, c.importance, c.tags, c.memory_type) for c in undecided]
-    messages = prompts.decision_request([m.memory for m in existing], facts)
-    decisions = _ask(backend, model, messages,
-                     lambda answer: prompts.parse_decisions(answer, facts=len(facts), existing=len(existing)), result)
-    for decision in decisions:
-        change = undecided[decision.fact]
-        change.event = decision.event
-        change.target = existing[decision.target] if decision.target is not None else None
-        if decision.event == "UPDATE" and decision.text:
-            change.text = decision.text
+    payload = {"existing": [{"id": str(i), "text": m.memory} for i, m in enumerate(existing)],
+               "new": [{"id": f"n{i}", "text": c.text} for i, c in enumerate(undecided)]}
+    decisions = _ask(backend, model, prompts.MEMORY_DECISION, json.dumps(payload, ensure_ascii=False), result,
+                     check=lambda answer: _resolve(answer, facts=len(undecided), existing=len(existing)))
+    tags = " ".join(result.prompts[-2:])  # extraction, then decision
+    for fact, event, target, text in decisions:
+        change = undecided[fact]
+        change.event = event
+        change.target = existing[target] if target is not None else None
+        change.prompt_version = tags
+        if event == "UPDATE" and text:
+            change.text = text
             change.embedding = None  # the merged text is embedded when applied
 
 
-def _ask(backend: ChatBackend, model: str, messages: list[dict[str, str]], parse: Any, result: AddResult) -> Any:
-    conversation = [ChatMessage(m["role"], m["content"]) for m in messages]  # type: ignore[arg-type]
-    problem = ""
-    for _ in range(MODEL_ATTEMPTS):
-        answer = backend.complete(ChatRequest(model=model, messages=tuple(conversation), tool_choice="none",
-                                              temperature=0.0))
-        result.model_calls += 1
-        result.usage = result.usage + answer.usage
-        try:
-            return parse(answer.text)
-        except MalformedOutput as exc:
-            problem = str(exc)
-            logger.warning("memory model %s answered malformed output: %s", model, problem)
-            conversation += [ChatMessage("assistant", answer.text),
-                             ChatMessage("user", f"That answer is invalid: {problem}. Answer again with the JSON "
-                                                 "object only.")]
-    raise UpstreamError(f"The memory model {model!r} answered malformed output twice ({problem}); nothing was "
-                        "stored.", code="memory_model_output_invalid")
+def _resolve(answer: prompts.Decisions, *, facts: int,
+             existing: int) -> list[tuple[int, str, int | None, str | None]]:
+    """One ``(fact, event, target, text)`` per new fact, in fact order, from a decision answer.
+
+    Raises:
+        ValueError: a fact decided twice or not at all, an id that was not shown, an UPDATE without text (sent
+            back to the model once).
+    """
+    seen: dict[int, tuple[int, str, int | None, str | None]] = {}
+    for i, decision in enumerate(answer.decisions):
+        fact = _index(decision.fact, "n", facts, f"decisions[{i}].fact")
+        target = None
+        if decision.event in ("UPDATE", "INVALIDATE") or decision.target not in (None, ""):
+            target = _index(decision.target, "", existing, f"decisions[{i}].target")
+        if decision.event == "UPDATE" and not (decision.text or "").strip():
+            raise ValueError(f"decisions[{i}].text is required for UPDATE")
+        if fact in seen:
+            raise ValueError(f"new fact n{fact} is decided twice")
+        seen[fact] = (fact, decision.event, target, (decision.text or "").strip() or None)
+    missing = [f"n{i}" for i in range(facts) if i not in seen]
+    if missing:
+        raise ValueError(f"no decision for {', '.join(missing)}")
+    return [seen[i] for i in range(facts)]
+
+
+def _index(value: str | None, prefix: str, count: int, where: str) -> int:
+    text = (value or "").strip()
+    if prefix and text.startswith(prefix):
+        text = text[len(prefix):]
+    if not text.isdigit() or not 0 <= int(text) < count:
+        shown = f"{prefix}0..{prefix}{count - 1}" if count else "none"
+        raise ValueError(f"{where} must be one of the ids shown ({shown}), got {value!r}")
+    return int(text)
+
+
+def _ask(backend: ChatBackend, model: str, prompt: prompts.Prompt, content: str, result: AddResult, *,
+         check: Any = None) -> Any:
+    """Ask the memory model ``prompt`` (JSON answer, one retry); counts calls, tokens and the prompt's tag.
+
+    Raises:
+        UpstreamError: (502, code ``memory_model_output_invalid``) malformed twice; nothing is written.
+    """
+    result.prompts.append(prompt.tag)
+    try:
+        answer = structured.ask(backend, model, prompt, content, check=check)
+    except structured.MalformedAnswer as exc:
+        result.model_calls += exc.calls
+        result.usage = result.usage + exc.usage
+        logger.warning("memory model %s answered malformed output twice: %s", model, exc.problem)
+        raise UpstreamError(f"The memory model {model!r} answered malformed output twice ({exc.problem}); nothing "
+                            "was stored.", code="memory_model_output_invalid") from None
+    result.model_calls += answer.calls
+    result.usage = result.usage + answer.usage
+    return answer.value
 
 
 def _importance(request: AddRequest, default: float) -> float:
@@ -412,4 +442,5 @@ def _new_memory(request: AddRequest, change: Change, model: str) -> store.NewMem
                            source_kind=request.source_kind, source_id=request.source_id,
                            valid_from=request.timestamp, pinned=request.pinned, expires_at=request.expires_at,
                            model=model, embedding=change.embedding, index_text=_index_text(change),
-                           source_type=_source_type(request, change), verified=request.verified)
+                           source_type=_source_type(request, change), verified=request.verified,
+                           prompt_version=change.prompt_version)

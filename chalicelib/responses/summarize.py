@@ -15,7 +15,8 @@ A summary (stored in ``responses.summary``, or ``conversations.summary``) is::
 
     {"text": str, "through": "resp_…" (last turn it covers; for a conversation the id of that turn's last item),
      "tokens": int (estimated, as history),
-     "turns": int (turns it covers in total), "model": str, "input_tokens": int, "output_tokens": int,
+     "turns": int (turns it covers in total), "model": str, "prompt": "responses.conversation_summary@1" (the
+     prompt's tag; absent from summaries stored before it was recorded), "input_tokens": int, "output_tokens": int,
      "created_at": int (Unix seconds)}
 """
 
@@ -26,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from chalicelib.chat import prompts
 from chalicelib.chat.base import ChatMessage, ChatRequest, ChatResult
 from chalicelib.config import Settings
 from chalicelib.jobs.model import JobContext, JobResult
@@ -35,9 +37,8 @@ from chalicelib.responses.turns import Chain, Summary, Turn
 
 logger = logging.getLogger("engram.responses")
 
-# The summarization prompt and the summary's length target (500 tokens) follow the seed design.
-PROMPT = ("Summarize the following conversation concisely. Preserve key facts, decisions, names, numbers and "
-          "open questions that would be needed to continue the conversation. Do not include greetings or filler.")
+# The summarization prompt (chalicelib.chat.prompts.CONVERSATION_SUMMARY) and the summary's length target
+# (500 tokens) follow the seed design.
 SUMMARY_MAX_TOKENS = 500
 # Each message's text in the transcript is cut to this many characters (tool results can be long).
 MAX_TRANSCRIPT_MESSAGE_CHARS = 4000
@@ -67,7 +68,7 @@ def summarize(settings: Settings, model: str, earlier: str | None,
     from chalicelib import deps
 
     used = settings.summary_model or model
-    request = ChatRequest(model=used, messages=(ChatMessage("system", PROMPT),
+    request = ChatRequest(model=used, messages=(ChatMessage("system", prompts.CONVERSATION_SUMMARY.system),
                                                 ChatMessage("user", transcript(earlier, messages))),
                           tool_choice="none", max_output_tokens=SUMMARY_MAX_TOKENS)
     result = deps.chat_backend(used, settings).complete(request)
@@ -90,7 +91,8 @@ def condense(settings: Settings, chain: Chain, *, model: str) -> tuple[Chain, di
     summary: Summary = {
         "text": text, "through": older[-1].id, "tokens": TOKENS_PER_MESSAGE + text_tokens(text),
         "turns": len(older) + (chain.summary["turns"] if chain.summary else 0), "model": used,
-        "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+        "prompt": prompts.CONVERSATION_SUMMARY.tag, "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
         "created_at": int(time.time())}
     usage = {"model": used, "model_calls": 1, "input_tokens": result.usage.input_tokens,
              "output_tokens": result.usage.output_tokens, "reused": False, "summarized_turns": summary["turns"],

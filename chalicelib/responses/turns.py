@@ -9,13 +9,13 @@ never split by summarization, so a call and its output added together stay toget
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class Summary(TypedDict):
     """A conversation summary (:mod:`chalicelib.responses.summarize`): its ``text``, the last turn it folds in
     (``through``: a response id for chains, the turn's last item id for conversations), its estimated
-    ``tokens``, how many ``turns`` it covers, the ``model`` that wrote it, that call's
+    ``tokens``, how many ``turns`` it covers, the ``model`` that wrote it and the ``prompt`` tag, that call's
     ``input_tokens``/``output_tokens`` and ``created_at`` (Unix seconds)."""
 
     text: str
@@ -23,6 +23,7 @@ class Summary(TypedDict):
     tokens: int
     turns: int
     model: str
+    prompt: NotRequired[str]
     input_tokens: int
     output_tokens: int
     created_at: int

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from chalicelib.chat import prompts
 from chalicelib.chat.base import ChatMessage, ChatRequest
 from chalicelib.config import Settings
 
@@ -22,10 +23,8 @@ __all__ = ["INSTRUCTION", "rewrite_queries", "rewrite_query"]
 
 logger = logging.getLogger("engram.search")
 
-INSTRUCTION = (
-    "Rewrite the user's query for searching a collection of documents. Keep its meaning and language; spell out "
-    "abbreviations, fix typos and drop filler words; add no facts. Answer with the rewritten query only, on one "
-    "line, without quotes.")
+# The instruction (chalicelib.chat.prompts.QUERY_REWRITE, with every other prompt).
+INSTRUCTION = prompts.QUERY_REWRITE.system
 # Tokens the rewritten query may take; a search query is a line, not a paragraph.
 MAX_OUTPUT_TOKENS = 100
 # A rewrite longer than this many characters (or 4 × the query, whichever is more) is rejected as not a query.

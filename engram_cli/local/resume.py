@@ -39,13 +39,13 @@ def resend_open_work(config: Settings, dispatcher: Dispatcher) -> Resent:
         UpstreamError: the queue refused a send (what was sent before stays sent).
     """
     from chalicelib.ingest.messages import FileMessage
-    from chalicelib.memory import add_jobs
+    from chalicelib.memory import open_add_jobs
     from chalicelib.store import ingest_jobs
     from chalicelib.store.db import connect
 
     with connect(config) as conn:
         versions = [FileMessage(*row) for row in ingest_jobs.open_versions(conn)]
-        jobs = add_jobs.open_jobs(conn)
+        jobs = open_add_jobs(conn)
     if versions:
         dispatcher.send(versions)
     if jobs:

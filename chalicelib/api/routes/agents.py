@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from chalicelib import ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.responses import agents, schemas
 from chalicelib.validation import RequestBody
 from chalicelib.wire import Metadata
@@ -56,6 +57,7 @@ def create_agent() -> dict:
 
 
 @bp.route("/agents", methods=["GET"])
+@accepts(*PAGE)
 def list_agents() -> dict:
     """A cursor page of the tenant's profiles (``limit``, ``order``, ``after``, ``before``)."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)

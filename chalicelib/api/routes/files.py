@@ -8,6 +8,7 @@ from chalice.app import Response
 from chalicelib import deps
 from chalicelib.api import multipart, objects, request
 from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.query import accepts
 from chalicelib.api.routes.common import file_id as checked_file_id
 from chalicelib.api.routes.common import respond
 from chalicelib.api.schemas import FileExpiresAfterForm
@@ -73,6 +74,7 @@ def _expires_in(fields: dict[str, str]) -> float | None:
 
 
 @bp.route("/files", methods=["GET"])
+@accepts("limit", "order", "after", "purpose")
 def list_files() -> dict:
     """``files.list(purpose=, limit=, order=, after=)`` → a cursor page of ``file`` objects."""
     params = request.query(bp.current_request)

@@ -1,16 +1,23 @@
-"""Memories API: ``/v1/memories`` — add (inline or as a job), search, list, get, update, delete, history and purge
-of a scope. Every read and write names a scope (``user_id``, ``agent_id``, ``run_id``) inside the caller's
-tenant; row-level security stands behind both."""
+"""Memories API: ``/v1/memories`` — add (inline or as a job), search, list, get, update, delete, history, restore,
+audit and purge of a scope, through the memory service (:mod:`chalicelib.memory`). Every read and write names a
+scope (``user_id``, ``agent_id``, ``run_id``) inside the caller's tenant; row-level security stands behind both.
+
+The helpers above the routes (:func:`add`, :func:`search`, :func:`update`, :func:`scope_params`) turn a request
+into the service's call and back; the mem0 adapter (:mod:`chalicelib.api.routes.mem0`) uses them too, so both
+APIs validate and answer alike.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+from collections.abc import Iterator
 from typing import Any, get_args
 
+import psycopg
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps, ids
+from chalicelib import deps, ids, memory
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.memory_schemas import (
@@ -23,36 +30,49 @@ from chalicelib.api.memory_schemas import (
     to_query,
     to_time,
 )
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.memory import add_jobs, archive, audit, manage, recall, write
-from chalicelib.memory import store as memories
-from chalicelib.memory.model import Memory
-from chalicelib.memory.store import Edit
-from chalicelib.store import idempotency
 from chalicelib.validation import check_storable
 
 bp = Blueprint(__name__)
 
 ADD_ROUTE = "POST /v1/memories"
 IDEMPOTENCY_HEADER = "idempotency-key"
+SCOPE = ("user_id", "agent_id", "run_id")
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
-def checked_id(value: str) -> str:
+@contextlib.contextmanager
+def session(actor: str = "api") -> Iterator[tuple[psycopg.Connection, memory.Context]]:
+    """The request's tenant connection and the memory service's context for it."""
+    with tenant_db() as conn:
+        yield conn, memory.context(deps.current_settings(), current_tenant(), actor=actor)
+
+
+def checked_id(value: str, param: str = "memory_id") -> str:
     """A ``mem_`` path parameter, checked.
 
     Raises:
-        InvalidRequestError: wrong prefix or malformed (400, param ``memory_id``).
+        InvalidRequestError: wrong prefix or malformed (400, ``param``).
     """
-    return ids.validate_id(value, ids.MEMORY, param="memory_id")
+    return ids.validate_id(value, ids.MEMORY, param=param)
 
 
-def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_kind: str = "api",
-                 source_id: str | None = None) -> tuple[int, dict[str, Any]]:
+def answer(added: memory.Added) -> tuple[int, dict[str, Any]]:
+    """An add's wire answer: ``(200, memory.add_result)``, ``(202, memory.job)`` or the replayed one."""
+    if added.replay is not None:
+        return added.replay.status, added.replay.body
+    if added.job is not None:
+        return 202, objects.memory_job_object(added.job)
+    assert added.result is not None
+    return 200, objects.memory_add_result(added.result)
+
+
+def add(body: dict[str, Any], *, idempotency_key: str | None, source_kind: str = "api",
+        source_id: str | None = None) -> tuple[int, dict[str, Any]]:
     """The add behind ``POST /v1/memories`` (and the mem0 adapter): ``(200, memory.add_result)`` inline or
-    ``(202, memory.job)`` asynchronous. Everything a client can get wrong is checked before anything is written;
-    the answer is stored under ``idempotency_key`` in the transaction that writes the memories.
+    ``(202, memory.job)`` asynchronous. Everything a client can get wrong is checked before anything is written.
 
     Raises:
         InvalidRequestError: a malformed body, or ``infer`` without a configured model (the message names the
@@ -61,49 +81,12 @@ def add_memories(body: dict[str, Any], *, idempotency_key: str | None, source_ki
     """
     parsed = request.validate(AddMemories, body)
     add_request = to_add_request(parsed, source_kind=source_kind, source_id=source_id)
-    settings = deps.current_settings()
-    model = write.model_for(settings) if add_request.infer else None
-    backend = deps.chat_backend(model, settings) if model is not None else None
-    run_async = parsed.run_async if parsed.run_async is not None else (add_request.infer
-                                                                       and bool(settings.memory_queue))
-    tenant = current_tenant()
-    with tenant_db() as conn:
-        if idempotency_key is not None:
-            replay = idempotency.reserve(conn, tenant, idempotency_key, ADD_ROUTE, body, add_request.scope.as_dict())
-            if replay is not None:
-                return replay.status, replay.body
-        try:
-            if run_async:
-                job = add_jobs.submit(conn, tenant, dataclasses.replace(add_request, model=model),
-                                      dispatcher=deps.dispatcher())
-                status, out = 202, objects.memory_job_object(job)
-                if idempotency_key is not None:
-                    idempotency.save(conn, tenant, idempotency_key, status, out)
-                return status, out
-            result = write.plan(conn, settings, tenant, add_request, embedder=deps.embedder(), backend=backend,
-                                model=model)
-            with conn.transaction():
-                write.apply(conn, tenant, add_request, result, embedder=deps.embedder())
-                out = objects.memory_add_result(result)
-                if idempotency_key is not None:
-                    idempotency.save(conn, tenant, idempotency_key, 200, out)
-            return 200, out
-        except BaseException:
-            if idempotency_key is not None:
-                idempotency.release(conn, tenant, idempotency_key)
-            raise
+    key = None if idempotency_key is None else memory.Idempotency(idempotency_key, ADD_ROUTE, body, answer)
+    with session() as (conn, ctx):
+        return answer(memory.add(conn, ctx, add_request, run_async=parsed.run_async, key=key))
 
 
-@bp.route("/memories", methods=["POST"])
-def create_memories() -> Response:
-    """Add memories from ``messages`` (see :func:`add_memories`); ``Idempotency-Key`` makes retries safe."""
-    headers = bp.current_request.headers
-    key = headers.get(IDEMPOTENCY_HEADER) if headers else None
-    status, out = add_memories(request.json_body(bp.current_request), idempotency_key=key)
-    return respond(out, status=status, in_progress=status == 202 and out.get("status") in ("queued", "in_progress"))
-
-
-def search(body: dict[str, Any]) -> tuple[SearchMemories, list[recall.Hit]]:
+def search(body: dict[str, Any]) -> tuple[SearchMemories, list[memory.Hit]]:
     """The search behind ``POST /v1/memories/search`` (and the mem0 adapter): the validated body and its hits,
     best first.
 
@@ -112,16 +95,14 @@ def search(body: dict[str, Any]) -> tuple[SearchMemories, list[recall.Hit]]:
         UpstreamError: embedding the query failed.
     """
     parsed = request.validate(SearchMemories, body)
-    with tenant_db() as conn:
-        hits = recall.search(conn, deps.current_settings(), current_tenant(), to_query(parsed),
-                             embedder=deps.embedder())
-    return parsed, hits
+    with session() as (conn, ctx):
+        return parsed, memory.search(conn, ctx, to_query(parsed))
 
 
-def update(memory_id: str, body: dict[str, Any]) -> Memory:
+def update(memory_id: str, body: dict[str, Any]) -> memory.Memory:
     """The update behind ``POST /v1/memories/{id}`` (and the mem0 adapter): new ``memory`` text makes a new
-    version (re-embedded, the old one kept and visible with ``as_of``); other fields change in place. Both are
-    recorded in the history.
+    version (re-embedded, the old one kept and visible with ``as_of``); other fields change in place; an empty
+    body changes nothing. Changes are recorded in the history.
 
     Raises:
         InvalidRequestError: a malformed id or body, or the memory is no longer current.
@@ -130,13 +111,26 @@ def update(memory_id: str, body: dict[str, Any]) -> Memory:
     """
     target = checked_id(memory_id)
     parsed = request.validate(UpdateMemory, body)
-    changes = Edit(memory_type=parsed.memory_type, metadata=parsed.metadata, categories=parsed.categories,
-                   importance=parsed.importance, pinned=parsed.pinned,
-                   set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at),
-                   verified=parsed.verified)
-    with tenant_db() as conn:
-        return manage.update(conn, current_tenant(), target, text=parsed.memory, changes=changes,
-                             embedder=deps.embedder(), valid_from=to_time(parsed.timestamp))
+    with session() as (conn, ctx):
+        return memory.update(conn, ctx, target, text=parsed.memory, changes=edit_of(parsed),
+                             valid_from=to_time(parsed.timestamp))
+
+
+def edit_of(parsed: UpdateMemory) -> memory.Edit:
+    """The attribute changes an update body asks for (``expires_at: null`` clears it)."""
+    return memory.Edit(memory_type=parsed.memory_type, metadata=parsed.metadata, categories=parsed.categories,
+                       importance=parsed.importance, pinned=parsed.pinned,
+                       set_expires="expires_at" in parsed.model_fields_set, expires_at=to_time(parsed.expires_at),
+                       verified=parsed.verified)
+
+
+@bp.route("/memories", methods=["POST"])
+def create_memories() -> Response:
+    """Add memories from ``messages`` (see :func:`add`); ``Idempotency-Key`` makes retries safe."""
+    headers = bp.current_request.headers
+    key = headers.get(IDEMPOTENCY_HEADER) if headers else None
+    status, out = add(request.json_body(bp.current_request), idempotency_key=key)
+    return respond(out, status=status, in_progress=status == 202 and out.get("status") in ("queued", "in_progress"))
 
 
 @bp.route("/memories/search", methods=["POST"])
@@ -147,33 +141,35 @@ def search_memories() -> dict:
 
 
 @bp.route("/memories", methods=["GET"])
+@accepts(*SCOPE, "memory_type", "include_inactive", *PAGE)
 def list_memories() -> dict:
     """A cursor page of the scope's memories (``user_id`` / ``agent_id`` / ``run_id``, optional ``memory_type``;
     ``include_inactive=true`` adds closed, archived and expired ones)."""
     params = request.query(bp.current_request)
     page = request.page(params, default_limit=20, max_limit=100)
-    parsed = request.validate(ListParams, _scope_params(params, extra=("memory_type", "include_inactive")))
-    tenant = current_tenant()
-    with tenant_db() as conn:
-        rows, has_more = memories.list_page(conn, tenant, scope_of(parsed), page,
-                                            memory_types=[parsed.memory_type] if parsed.memory_type else None,
-                                            include_inactive=parsed.include_inactive)
+    parsed = request.validate(ListParams, scope_params(params, extra=("memory_type", "include_inactive")))
+    with session() as (conn, ctx):
+        rows, has_more = memory.list_page(conn, ctx, scope_of(parsed), page,
+                                          memory_types=[parsed.memory_type] if parsed.memory_type else None,
+                                          include_inactive=parsed.include_inactive)
     return objects.cursor_page([objects.memory_object(m) for m in rows], has_more)
 
 
 @bp.route("/memories", methods=["DELETE"])
+@accepts(*SCOPE)
 def purge_memories() -> dict:
-    """Purge a scope (``?user_id=`` / ``agent_id`` / ``run_id``): its memories, their history, add jobs,
-    idempotency records and cached embeddings. A scope is required: a tenant's memories are never purged whole."""
-    params = request.query(bp.current_request)
-    parsed = request.validate(ListParams, _scope_params(params, extra=()))
+    """Purge exactly the scope named (``?user_id=`` / ``agent_id`` / ``run_id``): its memories, their history,
+    add jobs, idempotency records and cached embeddings. A scope is required: a tenant's memories are never purged
+    whole, and any other parameter is refused."""
+    parsed = request.validate(ListParams, scope_params(request.query(bp.current_request), extra=()))
     scope = scope_of(parsed)
-    with tenant_db() as conn:
-        counts = manage.purge(conn, current_tenant(), scope)
+    with session() as (conn, ctx):
+        counts = memory.purge(conn, ctx, scope)
     return {"object": "memory.purge", "deleted": True, **scope.as_dict(), "counts": counts}
 
 
 @bp.route("/memories/audit", methods=["GET"])
+@accepts("limit", "order", "after", "event", "memory_id", "user_id")
 def memory_audit() -> dict:
     """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
     previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
@@ -184,12 +180,11 @@ def memory_audit() -> dict:
     if after is not None and not after.isdigit():
         raise InvalidRequestError("Invalid 'after': expected the id (an integer) of an audit entry.", param="after",
                                   code="invalid_value")
-    event = request.choice(params, "event", get_args(audit.Event))
-    with tenant_db() as conn:
-        rows, has_more = audit.list_page(conn, current_tenant(), limit=page.limit,
-                                         after=int(after) if after else None, order=page.order, event=event,
-                                         entity_id=params.get("memory_id") or None,
-                                         user_id=params.get("user_id") or None)
+    event = request.choice(params, "event", get_args(memory.AuditEvent))
+    with session() as (conn, ctx):
+        rows, has_more = memory.audit_page(conn, ctx, limit=page.limit, after=int(after) if after else None,
+                                           order=page.order, event=event, entity_id=params.get("memory_id") or None,
+                                           user_id=params.get("user_id") or None)
     data = [objects.memory_audit_entry(r) for r in rows]
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
@@ -198,30 +193,32 @@ def memory_audit() -> dict:
 @bp.route("/memories/{memory_id}/restore", methods=["POST"])
 def restore_memory(memory_id: str) -> dict:
     """Bring an archived or merged memory back into recall."""
-    with tenant_db() as conn:
-        return objects.memory_object(archive.restore(conn, current_tenant(), checked_id(memory_id), actor="api"))
+    target = checked_id(memory_id)
+    with session() as (conn, ctx):
+        return objects.memory_object(memory.restore(conn, ctx, target))
 
 
 @bp.route("/memories/jobs/{job_id}", methods=["GET"])
 def retrieve_memory_job(job_id: str) -> Response:
     """An asynchronous add's job: ``status``, and ``results`` and ``usage`` once completed."""
     job_id = ids.validate_id(job_id, ids.MEMORY_JOB, param="job_id")
-    with tenant_db() as conn:
-        job = add_jobs.get(conn, current_tenant(), job_id)
+    with session() as (conn, ctx):
+        job = memory.job(conn, ctx, job_id)
     return respond(objects.memory_job_object(job), in_progress=job.status in ("queued", "in_progress"))
 
 
 @bp.route("/memories/{memory_id}", methods=["GET"])
 def retrieve_memory(memory_id: str) -> dict:
     """One memory (any status)."""
-    with tenant_db() as conn:
-        return objects.memory_object(memories.get(conn, current_tenant(), checked_id(memory_id)))
+    target = checked_id(memory_id)
+    with session() as (conn, ctx):
+        return objects.memory_object(memory.get(conn, ctx, target))
 
 
 @bp.route("/memories/{memory_id}", methods=["POST"])
 def update_memory(memory_id: str) -> dict:
     """Update a memory: new ``memory`` text makes a new version (re-embedded, the old one kept and visible with
-    ``as_of``); other fields change in place. Both are recorded in the history."""
+    ``as_of``); other fields change in place; ``{}`` changes nothing. Changes are recorded in the history."""
     return objects.memory_object(update(memory_id, request.json_body(bp.current_request)))
 
 
@@ -229,8 +226,8 @@ def update_memory(memory_id: str) -> dict:
 def delete_memory(memory_id: str) -> dict:
     """Delete a memory and its earlier versions; its history keeps the events, not the text."""
     target = checked_id(memory_id)
-    with tenant_db() as conn:
-        if not manage.delete(conn, current_tenant(), target):
+    with session() as (conn, ctx):
+        if not memory.delete(conn, ctx, target):
             raise NotFoundError(f"No memory found with id '{target}'.", param="memory_id")
     return objects.deleted(target, "memory.deleted")
 
@@ -239,21 +236,19 @@ def delete_memory(memory_id: str) -> dict:
 def memory_history(memory_id: str) -> dict:
     """Every event of a memory, oldest first (also of a deleted one, without its text)."""
     target = checked_id(memory_id)
-    with tenant_db() as conn:
-        rows = memories.history(conn, current_tenant(), target)
-    if not rows:
-        raise NotFoundError(f"No memory found with id '{target}'.", param="memory_id")
+    with session() as (conn, ctx):
+        rows, _ = memory.history(conn, ctx, target)
     return {"object": "list", "data": [objects.memory_history_entry(r) for r in rows], "has_more": False}
 
 
-def _scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
+def scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
     """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings).
 
     Raises:
         InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
     """
     out: dict[str, Any] = {}
-    for name in ("user_id", "agent_id", "run_id", *extra):
+    for name in (*SCOPE, *extra):
         value = params.get(name)
         if value is None or value == "":
             continue

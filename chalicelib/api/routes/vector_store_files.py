@@ -10,6 +10,7 @@ from chalice.app import Response
 from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.store import attachments, chunks, vector_stores
@@ -48,6 +49,7 @@ def create_vector_store_file(vector_store_id: str) -> Response:
 
 
 @bp.route("/vector_stores/{vector_store_id}/files", methods=["GET"])
+@accepts(*PAGE, "filter")
 def list_vector_store_files(vector_store_id: str) -> dict:
     """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)

@@ -16,6 +16,7 @@ from chalice.app import Response
 from chalicelib import deps, observability
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
 from chalicelib.ingest.chunk import resolve_chunking_strategy
@@ -61,6 +62,7 @@ def create_vector_store() -> Response:
 
 
 @bp.route("/vector_stores", methods=["GET"])
+@accepts(*PAGE)
 def list_vector_stores() -> dict:
     """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)

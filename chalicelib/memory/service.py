@@ -1,0 +1,431 @@
+"""The memory service: the one front door to memory for every caller — the native routes (``/v1/memories``), the
+mem0 adapter (``/mem0``), the CLI (``engram memory``), the Responses API (recall before an answer, remember
+after) and the memory queue's handler. Nothing outside :mod:`chalicelib.memory` imports anything else of it
+(``tests/test_structure.py``).
+
+Every function takes a connection (the caller's: an API request's tenant connection, the CLI's, a job's) and a
+:class:`Context` — settings, tenant, embedder and the actor recorded in history — and does one use case:
+
+- **add** (:func:`add`): validated messages → memories, inline (model calls, then one transaction) or as a job on
+  the memory queue (``async``; by default when inference is on and a queue is configured), with an idempotency
+  key stored in the transaction that writes the memories; :func:`add_document` for a file;
+- **read**: :func:`search`, :func:`get`, :func:`list_page`, :func:`count`, :func:`history`, :func:`stats`,
+  :func:`entities`, :func:`audit_page`, :func:`job`, :func:`profile`;
+- **change**: :func:`update`, :func:`update_many`, :func:`delete`, :func:`delete_many`, :func:`purge`,
+  :func:`delete_entity`, :func:`restore`, :func:`feedback`, :func:`generate_profile`;
+- **around a response**: :func:`recall_context` (memories and earlier exchanges, one embedding of the query, one
+  connection) and :func:`remember` (the exchange and what it teaches, in a background job);
+- **the queue**: :func:`handle_add_job` and :func:`give_up_add_job` (rows of the message table).
+
+Which model memory asks is decided once (:mod:`chalicelib.memory.llm`), what "active" means once
+(:mod:`chalicelib.memory.active`), and every prompt lives in :mod:`chalicelib.chat.prompts`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from chalicelib.config import Settings
+from chalicelib.dispatch.port import Delivery
+from chalicelib.embed.base import Embedder
+from chalicelib.errors import NotFoundError
+from chalicelib.memory import add_jobs, archive, audit, documents, exchanges, llm, manage, persona, store, write
+from chalicelib.memory import recall as ranking  # the search module (the service has recall_context)
+from chalicelib.memory.model import Memory, MemoryScope
+from chalicelib.store import idempotency
+from chalicelib.store.paging import Page
+
+__all__ = [
+    "Added",
+    "Context",
+    "Idempotency",
+    "Recalled",
+    "add",
+    "add_document",
+    "audit_page",
+    "context",
+    "count",
+    "delete",
+    "delete_entity",
+    "delete_many",
+    "entities",
+    "feedback",
+    "generate_profile",
+    "get",
+    "give_up_add_job",
+    "handle_add_job",
+    "history",
+    "job",
+    "list_page",
+    "model_name",
+    "profile",
+    "purge",
+    "recall_context",
+    "remember",
+    "restore",
+    "search",
+    "stats",
+    "update",
+    "update_many",
+]
+
+ENTITY_KINDS = ("user", "agent", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Who acts on memory and with what: the ``settings``, the ``tenant_id``, the ``embedder`` and the ``actor``
+    recorded in history and audit (``api``, ``cli``, ``job:<name>``)."""
+
+    settings: Settings
+    tenant_id: str
+    embedder: Embedder
+    actor: str = "api"
+
+
+def context(settings: Settings, tenant_id: str, *, actor: str = "api", embedder: Embedder | None = None) -> Context:
+    """The :class:`Context` for ``tenant_id`` with the configured embedder (built once per process; a local model
+    loads on first use, so reads that embed nothing never load it).
+
+    Raises:
+        ConfigurationError: the embedding settings cannot be honoured.
+    """
+    from chalicelib import deps
+
+    return Context(settings, tenant_id, embedder or deps.embedder(settings), actor)
+
+
+def model_name(settings: Settings) -> str | None:
+    """The memory model an inferring add would use (``ENGRAM_MEMORY_MODEL``, else ``ENGRAM_CHAT_MODEL``), or
+    None: whether inference is available."""
+    return llm.model_name(settings)
+
+
+# ---- add ----
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """An add's idempotency key (the ``Idempotency-Key`` header): the ``key``, the ``route`` and request ``body``
+    it was first used with (a reuse with another body is refused), and ``render``, the wire answer
+    (``(HTTP status, JSON body)``) stored for replays."""
+
+    key: str
+    route: str
+    body: Any
+    render: Callable[[Added], tuple[int, dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """What an add did: ``result`` when it ran inline, ``job`` when it was queued, or ``replay`` — the stored
+    answer of an earlier request with the same idempotency key (nothing done now)."""
+
+    result: write.AddResult | None = None
+    job: add_jobs.AddJob | None = None
+    replay: idempotency.Replay | None = None
+
+
+def add(conn: psycopg.Connection, ctx: Context, request: write.AddRequest, *, run_async: bool | None = None,
+        key: Idempotency | None = None) -> Added:
+    """Add memories from ``request`` (:mod:`chalicelib.memory.write`). ``run_async`` None queues an inferring add
+    when a memory queue is configured (the model calls run in the background) and runs anything else inline.
+    With ``key``, a retried request gets the first one's answer.
+
+    Raises:
+        InvalidRequestError: inference asked for and no memory model configured (the message names the setting);
+            a malformed or reused idempotency key.
+        ConflictError: (409) the first request with ``key`` is still running.
+        UpstreamError / UpstreamTimeoutError / RateLimitError: a model or embedding call failed, or the queue
+            refused the job (nothing written).
+    """
+    settings = ctx.settings
+    model = llm.required_model(settings) if request.infer and request.messages else None
+    backend = llm.backend(settings, model) if model is not None else None
+    queued = run_async if run_async is not None else bool(model and settings.memory_queue)
+    if key is not None:
+        replay = idempotency.reserve(conn, ctx.tenant_id, key.key, key.route, key.body, request.scope.as_dict())
+        if replay is not None:
+            return Added(replay=replay)
+    try:
+        if queued:
+            from chalicelib import deps
+
+            added = Added(job=add_jobs.submit(conn, ctx.tenant_id, dataclasses.replace(request, model=model),
+                                              dispatcher=deps.dispatcher(settings)))
+            if key is not None:
+                idempotency.save(conn, ctx.tenant_id, key.key, *key.render(added))
+            return added
+        result = write.plan(conn, settings, ctx.tenant_id, request, embedder=ctx.embedder, backend=backend,
+                            model=model)
+        with conn.transaction():
+            write.apply(conn, ctx.tenant_id, request, result, embedder=ctx.embedder)
+            added = Added(result=result)
+            if key is not None:
+                idempotency.save(conn, ctx.tenant_id, key.key, *key.render(added))
+        return added
+    except BaseException:
+        if key is not None:
+            idempotency.release(conn, ctx.tenant_id, key.key)
+        raise
+
+
+def add_document(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, filename: str, data: bytes,
+                 pinned: bool = False) -> write.AddResult:
+    """Store a document's chunks as ``knowledge`` memories of ``scope`` (:mod:`chalicelib.memory.documents`).
+
+    Raises:
+        DocumentError / UnsupportedFileError: the file cannot be parsed. UpstreamError: embedding failed (nothing
+            written).
+    """
+    return documents.add_document(conn, ctx.settings, ctx.tenant_id, scope, filename=filename, data=data,
+                                  embedder=ctx.embedder, pinned=pinned)
+
+
+def job(conn: psycopg.Connection, ctx: Context, job_id: str) -> add_jobs.AddJob:
+    """An asynchronous add's job.
+
+    Raises:
+        NotFoundError: no such job for this tenant.
+    """
+    return add_jobs.get(conn, ctx.tenant_id, job_id)
+
+
+def handle_add_job(message: add_jobs.AddJobMessage, delivery: Delivery) -> str:
+    """The ``memory.add`` message's handler (:mod:`chalicelib.dispatch.table`): run the job's add on a tenant
+    connection; ``completed``, or ``duplicate`` for a job already done or gone.
+
+    Raises:
+        whatever the add raises (the job keeps the error as ``last_error``; the queue retries).
+    """
+    from chalicelib.store.db import tenant_connection
+
+    ctx = context(delivery.settings, message.tenant, actor="job:memory.add")
+    with tenant_connection(delivery.settings, message.tenant) as conn:
+        return add_jobs.run(conn, ctx.settings, ctx.tenant_id, message.job_id, embedder=ctx.embedder,
+                            backend_for=lambda model: llm.backend(ctx.settings, model),
+                            default_model=llm.required_model)
+
+
+def give_up_add_job(message: add_jobs.AddJobMessage, delivery: Delivery, error: BaseException) -> None:
+    """The last delivery of a ``memory.add`` message failed: the job is ``failed`` with ``last_error``."""
+    add_jobs.give_up(message, delivery, error)
+
+
+# ---- read ----
+
+def search(conn: psycopg.Connection, ctx: Context, query: ranking.Query, *, touch: bool = True) -> list[ranking.Hit]:
+    """The scope's best memories for ``query``, best first (:mod:`chalicelib.memory.recall`); counts an access of
+    each returned memory when ``touch``.
+
+    Raises:
+        InvalidRequestError: a malformed filter. UpstreamError: embedding the query failed.
+    """
+    return ranking.search(conn, ctx.settings, ctx.tenant_id, query, embedder=ctx.embedder, touch=touch)
+
+
+def get(conn: psycopg.Connection, ctx: Context, memory_id: str) -> Memory:
+    """One memory, any status.
+
+    Raises:
+        NotFoundError: no such memory for this tenant.
+    """
+    return store.get(conn, ctx.tenant_id, memory_id)
+
+
+def list_page(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, page: Page, *,
+              memory_types: Sequence[str] | None = None, include_inactive: bool = False) -> tuple[list[Memory], bool]:
+    """One page of the scope's memories, newest first by default (active ones unless ``include_inactive``):
+    ``(rows, has_more)``."""
+    return store.list_page(conn, ctx.tenant_id, scope, page, memory_types=memory_types,
+                           include_inactive=include_inactive)
+
+
+def count(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, include_inactive: bool = False) -> int:
+    """How many memories :func:`list_page` pages through."""
+    return store.count(conn, ctx.tenant_id, scope, include_inactive=include_inactive)
+
+
+def history(conn: psycopg.Connection, ctx: Context, memory_id: str) -> tuple[list[store.HistoryRow],
+                                                                          MemoryScope | None]:
+    """Every event of a memory, oldest first (also of a deleted one, texts scrubbed), and its scope (None once
+    deleted).
+
+    Raises:
+        NotFoundError: the memory never existed for this tenant (no history at all).
+    """
+    rows = store.history(conn, ctx.tenant_id, memory_id)
+    if not rows:
+        raise NotFoundError(f"No memory found with id '{memory_id}'.", param="memory_id")
+    try:
+        scope: MemoryScope | None = store.get(conn, ctx.tenant_id, memory_id).scope
+    except NotFoundError:
+        scope = None
+    return rows, scope
+
+
+def stats(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, Any]:
+    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type."""
+    return store.stats(conn, ctx.tenant_id, scope)
+
+
+def entities(conn: psycopg.Connection, ctx: Context, *, limit: int, offset: int = 0) -> tuple[list[store.Entity],
+                                                                                          int]:
+    """One page of the tenant's users, agents and runs holding memories, most recently changed first, with their
+    memory counts: ``(entities, how many in all)``."""
+    return store.entities(conn, ctx.tenant_id, limit=limit, offset=offset)
+
+
+def audit_page(conn: psycopg.Connection, ctx: Context, *, limit: int, after: int | None = None, order: str = "desc",
+               event: str | None = None, entity_id: str | None = None,
+               user_id: str | None = None) -> tuple[list[audit.AuditRow], bool]:
+    """One page of the tenant's memory lifecycle audit (ids and counts, never text): ``(rows, has_more)``."""
+    return audit.list_page(conn, ctx.tenant_id, limit=limit, after=after, order=order, event=event,
+                           entity_id=entity_id, user_id=user_id)
+
+
+def profile(conn: psycopg.Connection, ctx: Context, user_id: str) -> Memory | None:
+    """The user's current persona (their profile document, a pinned ``persona`` memory), or None."""
+    memory_id = persona.current_persona(conn, ctx.tenant_id, user_id)
+    return store.get(conn, ctx.tenant_id, memory_id) if memory_id else None
+
+
+# ---- change ----
+
+def update(conn: psycopg.Connection, ctx: Context, memory_id: str, *, text: str | None,
+           changes: store.Edit = store.Edit(), valid_from: datetime | None = None) -> Memory:
+    """Update one memory (:func:`chalicelib.memory.manage.update`): new text is a new version, attributes change
+    in place, nothing to change is a no-op (no history).
+
+    Raises:
+        NotFoundError, InvalidRequestError (``memory_not_active``), UpstreamError (embedding; nothing written).
+    """
+    return manage.update(conn, ctx.tenant_id, memory_id, text=text, changes=changes, embedder=ctx.embedder,
+                         valid_from=valid_from, actor=ctx.actor)
+
+
+def update_many(conn: psycopg.Connection, ctx: Context, updates: Sequence[manage.MemoryUpdate], *,
+                param: str = "memories") -> list[Memory]:
+    """Update many memories in one transaction (all or none); the memories after, in order.
+
+    Raises:
+        NotFoundError / InvalidRequestError naming ``param[i].memory_id``; UpstreamError (nothing written).
+    """
+    return manage.update_many(conn, ctx.tenant_id, updates, embedder=ctx.embedder, actor=ctx.actor, param=param)
+
+
+def delete(conn: psycopg.Connection, ctx: Context, memory_id: str) -> bool:
+    """Delete a memory and its earlier versions (their history keeps the events, not the text); False when there
+    was no such memory."""
+    return manage.delete(conn, ctx.tenant_id, memory_id, actor=ctx.actor)
+
+
+def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str], *, param: str = "memories") -> int:
+    """Delete many memories in one transaction (all or none); how many.
+
+    Raises:
+        NotFoundError: one of them does not exist (naming ``param[i].memory_id``; nothing deleted).
+    """
+    return manage.delete_many(conn, ctx.tenant_id, memory_ids, actor=ctx.actor, param=param)
+
+
+def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope) -> dict[str, int]:
+    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind."""
+    return manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
+
+
+def delete_entity(conn: psycopg.Connection, ctx: Context, kind: str, name: str) -> dict[str, int]:
+    """Purge one entity: every memory of the user, agent or run ``name`` (``kind`` ∈ :data:`ENTITY_KINDS`)."""
+    return purge(conn, ctx, MemoryScope(**{f"{kind}_id": name}))
+
+
+def restore(conn: psycopg.Connection, ctx: Context, memory_id: str) -> Memory:
+    """Bring an archived or merged memory back into recall.
+
+    Raises:
+        NotFoundError; InvalidRequestError (``memory_not_archived``).
+    """
+    return archive.restore(conn, ctx.tenant_id, memory_id, actor=ctx.actor)
+
+
+def feedback(conn: psycopg.Connection, ctx: Context, memory_id: str, *, value: str | None,
+             reason: str | None) -> Memory:
+    """Record feedback (``POSITIVE``, ``NEGATIVE``, ``VERY_NEGATIVE`` or None, and a reason) in the memory's
+    history.
+
+    Raises:
+        NotFoundError: no such memory for this tenant.
+    """
+    return manage.feedback(conn, ctx.tenant_id, memory_id, value=value, reason=reason, actor=ctx.actor)
+
+
+def generate_profile(conn: psycopg.Connection, ctx: Context, user_id: str) -> Memory | None:
+    """Rewrite the user's persona now (with the memory model when one is configured, else extractively); the
+    persona, or None when the user has no preference or procedural memories to write it from.
+
+    Raises:
+        UpstreamError / UpstreamTimeoutError / RateLimitError: the model or the embedder failed.
+    """
+    backend, model = llm.optional_backend(ctx.settings)
+    memory_id = persona.refresh_user(conn, ctx.tenant_id, user_id, embedder=ctx.embedder, backend=backend,
+                                     model=model, actor=ctx.actor)
+    return store.get(conn, ctx.tenant_id, memory_id) if memory_id else None
+
+
+# ---- around a response ----
+
+@dataclass(slots=True)
+class Recalled:
+    """What :func:`recall_context` found: the ``memories`` (best first), the earlier ``exchanges`` (best first) and the
+    ``embedding_tokens`` the query cost (one embedding for both)."""
+
+    memories: list[ranking.Hit] = field(default_factory=list)
+    exchanges: list[exchanges.ExchangeHit] = field(default_factory=list)
+    embedding_tokens: int = 0
+
+
+def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, text: str, *, top_k: int,
+           score_threshold: float, with_exchanges: bool, exchange_threshold: float) -> Recalled:
+    """What to remind a model of before it answers ``text``: the scope's best memories (``top_k`` scoring at
+    least ``score_threshold``) and, ``with_exchanges``, its earlier exchanges of cosine similarity at least
+    ``exchange_threshold`` — one embedding of ``text`` for both, on the caller's connection.
+
+    Raises:
+        UpstreamError: embedding failed; psycopg errors (the caller degrades gracefully).
+    """
+    if not text.strip():
+        return Recalled()
+    vector = ctx.embedder.embed([text])[0]
+    hits = ranking.search(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
+                                                                         score_threshold=score_threshold),
+                         embedder=ctx.embedder, vector=vector)
+    found = (exchanges.search(conn, ctx.settings, ctx.tenant_id, scope, text, embedder=ctx.embedder, limit=top_k,
+                              threshold=exchange_threshold, vector=vector) if with_exchanges else [])
+    return Recalled(hits, found, ctx.embedder.tokenizer.count(text))
+
+
+def remember(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, response_id: str, thread_id: str,
+             session_id: str | None, prompt: str, answer: str, prior_ids: Sequence[str]) -> add_jobs.AddJob | None:
+    """Queue the job that stores one exchange of a response (its prompt and answer, searchable later) and, when a
+    memory model is configured, extracts memories from it; None when the exchange is empty.
+
+    Raises:
+        UpstreamError / ConfigurationError: the queue refused the job (nothing written).
+    """
+    from chalicelib import deps
+
+    if not prompt.strip() or not answer.strip():
+        return None
+    model = llm.model_name(ctx.settings)
+    messages = (write.InputMessage("user", prompt), write.InputMessage("assistant", answer)) if model else ()
+    exchange = exchanges.NewExchange(scope=scope, thread_id=thread_id, session_id=session_id,
+                                     response_id=response_id, user_prompt=prompt, assistant_response=answer,
+                                     prior_ids=tuple(prior_ids))
+    request = write.AddRequest(messages=messages, scope=scope, infer=model is not None, source_kind="response",
+                               source_id=response_id, exchange=exchange, model=model)
+    return add_jobs.submit(conn, ctx.tenant_id, request, dispatcher=deps.dispatcher(ctx.settings))
