@@ -24,10 +24,8 @@ import openai
 import pytest
 
 from chalicelib.responses.memory import BLOCK_START
-from tests.fakes.chat_server import call, text, tool_calls
+from tests.fakes.chat_server import call, error, text, tool_calls
 
-# OpenAI's output item types the SDK's union lists (those Engram produces).
-OPENAI_ITEMS = {"message", "file_search_call", "function_call"}
 INCLUDE = ["memory_search_call.results"]
 # Recall everything the user has (the hashing embedder's scores are low for unrelated words).
 RECALL_ALL = {"score_threshold": 0.0}
@@ -39,12 +37,12 @@ def _memory(user: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def tenant(server, make_key, make_client):
-    """``tenant(name)`` → ``(strict, lenient, http)`` clients for a tenant with one key."""
+    """``tenant(name)`` → ``(strict, lenient, http)`` clients for a tenant: the strict SDK client of
+    ``make_client``, a lenient one (for opted-in responses) and httpx."""
 
     def make(name: str) -> tuple[openai.OpenAI, openai.OpenAI, httpx.Client]:
         key = make_key(name)
-        return (openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60,
-                              _strict_response_validation=True),
+        return (make_client(name),
                 openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60),
                 httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60))
 
@@ -73,7 +71,8 @@ def _usage(response) -> dict:
 # ---- the openai SDK, strict ----
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_strict_client_sees_openai_items_and_usage_memory(tenant, fake, stream):
+def test_strict_client_sees_openai_items_and_usage_memory(tenant, fake, configure, stream):
+    configure(memory_model=None, chat_model=None)  # the remember job keeps the exchange, asks no model
     strict, _, http = tenant(f"strict-{stream}")
     _remember(http, "alice", "Alice keeps bees on her balcony")
     fake.push(text("You keep bees."))
@@ -95,11 +94,29 @@ def test_strict_client_sees_openai_items_and_usage_memory(tenant, fake, stream):
     # every read of the response is strict-clean too
     again = strict.responses.retrieve(r.id)
     assert _types(again.output) == ["message"] and _usage(again) == memory
+    # not included when created: not stored, so not there to include later either
+    assert _types(strict.responses.retrieve(r.id, include=INCLUDE).output) == ["message"]
     assert _types(strict.responses.input_items.list(r.id).data) == ["message"]
 
 
+def test_a_failed_response_with_memory_on(tenant, fake):
+    strict, _, http = tenant("failed")
+    _remember(http, "alice", "Alice collects stamps")
+    fake.push(error(500, "backend down"))
+    with pytest.raises(openai.APIStatusError):
+        strict.responses.create(model="fake-model", input="What do I collect?", extra_body=_memory("alice"))
+    fake.push(error(500, "backend down"))
+    events = list(strict.responses.create(model="fake-model", input="What do I collect?", stream=True,
+                                          extra_body=_memory("alice")))
+    failed = events[-1].response
+    assert events[-1].type == "response.failed" and failed.output == [] and failed.error is not None
+    assert _usage(failed)["status"] == "completed" and _usage(failed)["memories"] == 1
+    assert _usage(failed)["memory_job_id"] is None  # nothing to remember from a failed response
+    assert "memory_search_call" not in json.dumps([e.model_dump() for e in events])
+
+
 @pytest.mark.parametrize("via", ["server", "front"])
-def test_stream_helper_with_memory_on(tenant, fake, front, server, via):
+def test_stream_helper_with_memory_on(tenant, fake, front, via):
     """``client.responses.stream(...)``: the SDK seeds its state from ``response.created``, so an item in that
     snapshot and then announced at output 0 crashed it ("Duplicate response output index 0")."""
     strict, _, http = tenant(f"helper-{via}")
@@ -191,8 +208,9 @@ def test_opted_in_output_replays_as_the_next_input(tenant, fake, stream):
                            {"role": "user", "content": "And where is that note?"}])
     assert second.status == "completed" and second.output_text == "Still the yellow note."
     request = fake.requests[-1]
-    assert json.dumps(request).count("yellow note") == 2  # the fresh block's memory, and the replayed answer
-    assert json.dumps(request).count(BLOCK_START) == 1
+    # the memory once, in the fresh block; the replayed item (its results hold the same text) shown nowhere
+    assert json.dumps(request).count("Alice's locker code is on a yellow note") == 1
+    assert json.dumps(request).count(BLOCK_START) == 1 and BLOCK_START in _system(request)
     assert [m["role"] for m in request["messages"]] == ["system", "user", "assistant", "user"]
     # the replayed item is not an input item of the new response
     assert _types(strict.responses.input_items.list(second.id, order="asc").data) == ["message"] * 3
