@@ -12,8 +12,11 @@ history, condensed by the same summarization as ``previous_response_id`` chains 
 together are refused, with OpenAI's error. Item ids are unique among a conversation's live items ("Duplicate item
 found with id …").
 
-``file_search_call.results`` are stored and shown only when ``include`` asks for them, as on responses. Listing a
-tenant's conversations (``GET /v1/conversations``) is Engram's addition: OpenAI has no such endpoint.
+``file_search_call.results`` are stored and shown only when ``include`` asks for them, as on responses. Engram's
+``memory_search_call`` item is never a conversation item: a response's turn is recorded without it, one sent in
+``items`` is accepted and dropped (``conversations.items.create`` with nothing else adds nothing and answers an
+empty list), and reads never show one (rows written before this rule stay hidden). Listing a tenant's
+conversations (``GET /v1/conversations``) is Engram's addition: OpenAI has no such endpoint.
 
 Entry points take the settings, the tenant and the request's parts, open a tenant connection (row-level security)
 and return wire objects; :func:`requested`, :func:`load_chain` and :func:`record_turn` serve
@@ -35,7 +38,7 @@ from chalicelib.config import Settings
 from chalicelib.errors import InvalidRequestError
 from chalicelib.responses import conversations_store as cstore
 from chalicelib.responses import items, schemas
-from chalicelib.responses.objects import hide_results
+from chalicelib.responses.objects import hide_results, is_memory_item, visible_items
 from chalicelib.responses.tokens import messages_tokens
 from chalicelib.responses.turns import Chain, Summary, Turn
 from chalicelib.store.db import tenant_connection
@@ -141,16 +144,17 @@ def load_chain(conn: psycopg.Connection, tenant_id: str, conversation_id: str,
 def record_turn(conn: psycopg.Connection, tenant_id: str, conversation_id: str, *, response_id: str,
                 turn_items: list[dict[str, Any]] | None, summary: Summary | None) -> None:
     """Inside the transaction that stores a response: append its input and output items (``turn_items``; None
-    for a failed response, which adds nothing) as one turn, and cache the summary computed for it. A conversation
-    deleted meanwhile is left alone (logged)."""
+    for a failed response, which adds nothing; ``memory_search_call`` items left out) as one turn, and cache the
+    summary computed for it. A conversation deleted meanwhile is left alone (logged)."""
     if not cstore.lock(conn, tenant_id, conversation_id):
         logger.warning("conversation %s was deleted while response %s ran; its items were not added",
                        conversation_id, response_id)
         return
     if summary is not None:
         cstore.cache_summary(conn, tenant_id, conversation_id, summary)
-    if turn_items:
-        cstore.add_items(conn, tenant_id, conversation_id, turn_items, turn=response_id)
+    kept = [item for item in turn_items or [] if not is_memory_item(item)]
+    if kept:
+        cstore.add_items(conn, tenant_id, conversation_id, kept, turn=response_id)
 
 
 # ---- the Conversations API ----
@@ -233,13 +237,13 @@ def list_items(settings: Settings, tenant_id: str, conversation_id: str, page: P
     with tenant_connection(settings, tenant_id) as conn:
         cstore.get(conn, tenant_id, checked)
         data, has_more = cstore.items_page(conn, tenant_id, checked, page)
-    return [_visible(item, shown) for item in data], has_more
+    return visible_items(data, include_results=shown), has_more
 
 
 def add_items(settings: Settings, tenant_id: str, conversation_id: str, body: dict[str, Any], *,
               include: list[str] | None = None) -> list[dict[str, Any]]:
     """``POST /v1/conversations/{id}/items``: append 1 to :data:`MAX_ITEMS` items (one turn); the items as
-    stored, in order.
+    stored, in order (``memory_search_call`` items are accepted and dropped: the list may be empty).
 
     Raises:
         InvalidRequestError: (400) a malformed id, body or ``include``; too many items; a duplicate item id.
@@ -253,8 +257,9 @@ def add_items(settings: Settings, tenant_id: str, conversation_id: str, body: di
         if not cstore.lock(conn, tenant_id, checked):
             raise cstore.conversation_not_found(checked, "conversation_id")
         _check_unique(conn, tenant_id, checked, new_items, param="items")
-        cstore.add_items(conn, tenant_id, checked, new_items, turn=ids.new_id(TURN))
-    return [_visible(item, shown) for item in new_items]
+        if new_items:
+            cstore.add_items(conn, tenant_id, checked, new_items, turn=ids.new_id(TURN))
+    return visible_items(new_items, include_results=shown)
 
 
 def retrieve_item(settings: Settings, tenant_id: str, conversation_id: str, item_id: str, *,
@@ -269,7 +274,7 @@ def retrieve_item(settings: Settings, tenant_id: str, conversation_id: str, item
     shown = schemas.include_results(include)
     with tenant_connection(settings, tenant_id) as conn:
         cstore.get(conn, tenant_id, checked)
-        return _visible(cstore.get_item(conn, tenant_id, checked, item), shown)
+        return hide_results(cstore.get_item(conn, tenant_id, checked, item), include_results=shown)
 
 
 def delete_item(settings: Settings, tenant_id: str, conversation_id: str, item_id: str) -> dict[str, Any]:
@@ -289,7 +294,7 @@ def delete_item(settings: Settings, tenant_id: str, conversation_id: str, item_i
 def transcript(settings: Settings, tenant_id: str, conversation_id: str) -> tuple[dict[str, Any],
                                                                                    list[dict[str, Any]]]:
     """The conversation object and all its live items in order, ``file_search_call.results`` included (the CLI's
-    ``show``).
+    ``show``; ``memory_search_call`` items never among them).
 
     Raises:
         InvalidRequestError: (400) a malformed id. NotFoundError: (404) no such conversation.
@@ -304,7 +309,8 @@ def transcript(settings: Settings, tenant_id: str, conversation_id: str) -> tupl
 # ---- helpers ----
 
 def _parse_items(raw: list[dict[str, Any]] | None, *, required: bool) -> list[dict[str, Any]]:
-    """Items of a Conversations API body in their stored shape (ids assigned), at most :data:`MAX_ITEMS`."""
+    """Items of a Conversations API body in their stored shape (ids assigned), at most :data:`MAX_ITEMS`;
+    ``memory_search_call`` items are dropped (:func:`items.input_items`)."""
     if not raw and not required:
         return []
     return items.input_items(schemas.parse_input(raw or [], param="items", max_items=MAX_ITEMS))
@@ -351,10 +357,6 @@ def _item_id(value: str) -> str:
         raise InvalidRequestError("Invalid 'item_id': expected an ID of 1 to 128 letters, numbers, underscores, or "
                                   "dashes.", param="item_id", code="invalid_id")
     return value
-
-
-def _visible(item: dict[str, Any], include_results: bool) -> dict[str, Any]:
-    return item if include_results else hide_results(item)
 
 
 def _unix(value: datetime) -> int:

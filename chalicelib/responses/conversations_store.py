@@ -2,7 +2,9 @@
 filters on the tenant; row-level security stands behind it.
 
 Items are read in position order (``seq``). A deleted item stays as a tombstone (``item`` NULL) so a cursor naming it
-keeps its place; every read of items skips tombstones. A conversation's cached summary covers every item up to
+keeps its place; every read of items skips tombstones, and rows holding Engram's ``memory_search_call`` item
+(which earlier versions recorded with a response's turn) too: no read shows one, though a cursor naming one keeps
+its place. A conversation's cached summary covers every item up to
 ``summary_seq``; deleting an item it covers drops the summary (the next turn condenses afresh, without it).
 """
 
@@ -81,21 +83,23 @@ _INSERT_ITEM = """INSERT INTO conversation_items (conversation_id, tenant_id, id
 VALUES (%(conversation)s, %(tenant)s, %(id)s, %(turn)s, %(item)s) ON CONFLICT (conversation_id, id) DO NOTHING"""
 _LIVE_IDS = """SELECT id FROM conversation_items
 WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = ANY(%(ids)s) AND item IS NOT NULL"""
-_ITEM = """SELECT item FROM conversation_items
-WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(id)s AND item IS NOT NULL"""
-_HISTORY = """SELECT turn, item FROM conversation_items
-WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND item IS NOT NULL
+# Rows a read shows: live (not a tombstone), and not a memory_search_call item (never a conversation item).
+_SHOWN = "item IS NOT NULL AND item->>'type' IS DISTINCT FROM 'memory_search_call'"
+_ITEM = f"""SELECT item FROM conversation_items
+WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(id)s AND {_SHOWN}"""
+_HISTORY = f"""SELECT turn, item FROM conversation_items
+WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND {_SHOWN}
   AND seq > coalesce(%(after_seq)s::bigint, 0)
 ORDER BY seq"""
 # A cursor is an item id, live or deleted; an id never seen in the conversation matches nothing (an empty page).
-_ITEMS_PAGE = """SELECT item FROM conversation_items
-WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND item IS NOT NULL
-  AND (%(after)s::text IS NULL OR seq {op} (SELECT seq FROM conversation_items
+_ITEMS_PAGE = f"""SELECT item FROM conversation_items
+WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND {_SHOWN}
+  AND (%(after)s::text IS NULL OR seq {{op}} (SELECT seq FROM conversation_items
        WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(after)s))
-ORDER BY seq {direction} LIMIT %(page_limit)s"""
+ORDER BY seq {{direction}} LIMIT %(page_limit)s"""
 # Deleting: the text goes, the position stays; a summary covering the item goes too.
-_TOMBSTONE = """UPDATE conversation_items SET item = NULL
-WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(id)s AND item IS NOT NULL
+_TOMBSTONE = f"""UPDATE conversation_items SET item = NULL
+WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(id)s AND {_SHOWN}
 RETURNING seq"""
 _DROP_SUMMARY = """UPDATE conversations SET summary = NULL, summary_seq = NULL
 WHERE tenant_id = %(tenant)s AND id = %(conversation)s AND summary_seq >= %(seq)s"""
@@ -229,7 +233,7 @@ def delete_item(conn: psycopg.Connection, tenant_id: str, conversation_id: str, 
     transaction.
 
     Raises:
-        NotFoundError: no such live item.
+        NotFoundError: no such live item (a hidden ``memory_search_call`` row counts as none).
     """
     params = {"tenant": tenant_id, "conversation": conversation_id, "id": item_id}
     row = conn.execute(_TOMBSTONE, params).fetchone()

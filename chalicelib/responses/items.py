@@ -2,7 +2,9 @@
 
 Items are plain dicts in OpenAI's shapes (SDK ``types/responses``): ``message`` (``msg_``), ``file_search_call``
 (``fs_``), ``function_call`` (``fc_``; ``call_id`` links it to the client's ``function_call_output``, ``fco_``).
-Stored items always keep ``file_search_call.results``; :mod:`objects` removes them when not included.
+Stored items always keep ``file_search_call.results``; :mod:`objects` removes them when not included. Engram's
+``memory_search_call`` item is never an input item (:func:`input_items` drops one sent back) and never becomes a
+chat message (:func:`to_messages` skips it): what recall found reaches the model only through the instructions.
 
 Chat mapping (Chat Completions rules: every assistant ``tool_calls`` entry is answered by a ``tool`` message that
 follows it): consecutive call items form one assistant message (joined to the assistant text just before them);
@@ -55,7 +57,9 @@ def function_call(call_id: str, name: str, arguments: str, *, status: ItemStatus
 
 
 def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
-    """The request's input items in their stored/listed shape, each with an id (the client's when given)."""
+    """The request's input items in their stored/listed shape, each with an id (the client's when given);
+    ``memory_search_call`` items are dropped (see :class:`schemas.MemorySearchCallItem`), so the list may be
+    shorter than ``parsed``, even empty."""
     out: list[dict[str, Any]] = []
     for item in parsed:
         if isinstance(item, schemas.MessageItem):
@@ -68,7 +72,7 @@ def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
                                                                        for p in item.output]
             out.append({"id": item.id or ids.new_id(FUNCTION_CALL_OUTPUT), "type": "function_call_output",
                         "status": "completed", "call_id": item.call_id, "output": output})
-        else:
+        elif isinstance(item, schemas.FileSearchCallItem):
             results = None if item.results is None else [
                 FileSearchResult(file_id=r.file_id, filename=r.filename, score=r.score, text=r.text,
                                  attributes=r.attributes) for r in item.results]
@@ -109,7 +113,8 @@ def _output_of(item: dict[str, Any]) -> str:
 
 
 def to_messages(items: Iterable[dict[str, Any]]) -> list[ChatMessage]:
-    """The chat messages a sequence of items (inputs and outputs, in conversation order) stands for."""
+    """The chat messages a sequence of items (inputs and outputs, in conversation order) stands for;
+    ``memory_search_call`` items stand for none (recall's block is in the instructions)."""
     from chalicelib.responses.citations import format_results
 
     out: list[ChatMessage] = []
@@ -117,6 +122,8 @@ def to_messages(items: Iterable[dict[str, Any]]) -> list[ChatMessage]:
     group_open = False
     for item in items:
         kind = item.get("type")
+        if kind == "memory_search_call":
+            continue
         if kind in ("function_call", "file_search_call"):
             if kind == "file_search_call":
                 call = ToolCall(id=item["id"], name=FILE_SEARCH_TOOL,

@@ -4,9 +4,13 @@ its agent profile or the tenant's defaults turn it on (:func:`resolve`, field by
 
 - **Recall**, before the first model call: the user's message is searched against the scope's memories and its
   earlier exchanges; the hits are put into the instructions in one delimited block (:data:`BLOCK_START` …
-  :data:`BLOCK_END`) and shown as a ``memory_search_call`` output item (results visible with
-  ``include=["memory_search_call.results"]``, like ``file_search_call``), so a client can audit what the model was
-  told. A failing recall is logged and counted, and the response goes on without memories.
+  :data:`BLOCK_END`). What recall did is always reported in the response's ``usage.memory`` (:func:`usage_of`:
+  status, counts, ids, cost, the remember job's id); the whole ``memory_search_call`` item (queries, scope,
+  results) is an Engram extension shown only to a request that asks for it with
+  ``include=["memory_search_call.results"]`` — then as output item 0, streamed like OpenAI's tool calls — so
+  clients that know only OpenAI's item types never see it, and a client can still audit what the model was told.
+  The item may be sent back as input or as a conversation item: it is accepted and dropped (each response recalls
+  afresh). A failing recall is logged and counted, and the response goes on without memories.
 - **Remember**, after the response is stored: one job (:mod:`chalicelib.memory.add_jobs`) stores the exchange and
   extracts facts from it with the memory model (when one is configured) in the background; the response never
   waits for the model, a redelivered job changes nothing, and a failure to dispatch is logged and counted but
@@ -29,7 +33,8 @@ from chalicelib.memory.model import MemoryScope
 from chalicelib.responses.schemas import MemoryOptions
 from chalicelib.validation import validate
 
-__all__ = ["BLOCK_END", "BLOCK_START", "MemoryPlan", "Recalled", "resolve", "recall_for", "remember"]
+__all__ = ["BLOCK_END", "BLOCK_START", "MemoryPlan", "Recalled", "recall_for", "remember", "resolve",
+           "usage_of"]
 
 logger = logging.getLogger("engram.responses")
 
@@ -62,9 +67,9 @@ class MemoryPlan:
 
 @dataclass(slots=True)
 class Recalled:
-    """What recall found: the ``memory_search_call`` ``item`` (results included), the instructions ``block`` (None
-    when nothing was found), the ids of what was shown (``prior_ids``) and ``usage`` (embedding and injected
-    tokens, milliseconds)."""
+    """What recall found: the ``memory_search_call`` ``item`` (results included, its ``usage``: embedding and
+    injected tokens, milliseconds; output only when included), the instructions ``block`` (None when nothing was
+    found) and the ids of what was shown (``prior_ids``)."""
 
     item: dict[str, Any]
     block: str | None
@@ -134,6 +139,8 @@ def recall_for(settings: Settings, tenant_id: str, plan: MemoryPlan, query: str,
         logger.exception("memory recall failed; the response goes on without memories")
         observability.record(RECALL_FAILURES, 1, "Count")
         item["status"] = "failed"
+        item["usage"] = {"embedding_tokens": 0, "injected_tokens": 0,
+                         "latency_ms": round((time.perf_counter() - started) * 1000.0, 3)}
         return Recalled(item, None)
     results: list[dict[str, Any]] = [
         {"type": "memory", "id": h.memory.id, "text": h.memory.memory, "memory_type": h.memory.memory_type,
@@ -149,6 +156,22 @@ def recall_for(settings: Settings, tenant_id: str, plan: MemoryPlan, query: str,
                      "injected_tokens": embedder.tokenizer.count(block) if block else 0,
                      "latency_ms": round(elapsed_ms, 3)}
     return Recalled(item, block, [r["id"] for r in results])
+
+
+def usage_of(recalled: Recalled, *, memory_job_id: str | None = None) -> dict[str, Any]:
+    """``usage.memory`` of a response whose recall ran (a new dict): ``status`` (``completed`` or ``failed``),
+    ``memories`` and ``exchanges`` (how many of each were recalled), ``ids`` (theirs, in the block's order),
+    ``embedding_tokens``, ``injected_tokens`` and ``latency_ms`` (0 when recall did not get that far), and
+    ``memory_job_id`` (the remember job, set once the response is done; null when none was dispatched)."""
+    item = recalled.item
+    results = item.get("results") or []
+    spent = item.get("usage") or {}
+    return {"status": item.get("status", "completed"),
+            "memories": sum(1 for r in results if r.get("type") == "memory"),
+            "exchanges": sum(1 for r in results if r.get("type") == "exchange"),
+            "ids": list(recalled.prior_ids),
+            "embedding_tokens": spent.get("embedding_tokens", 0), "injected_tokens": spent.get("injected_tokens", 0),
+            "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": memory_job_id}
 
 
 def remember(settings: Settings, tenant_id: str, plan: MemoryPlan, *, response_id: str, thread_id: str,

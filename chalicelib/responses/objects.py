@@ -4,18 +4,25 @@
 carry ``file_search_call.results``; :func:`visible` removes them unless the caller included them (OpenAI returns
 ``"results": null`` without ``include: ["file_search_call.results"]``).
 
+Engram's ``memory_search_call`` item (what memory recall found, :mod:`chalicelib.responses.memory`) is in
+``output`` only when the request asked for it with ``include: ["memory_search_call.results"]``, and then with its
+results; a reader that does not include it never sees the item at all (:func:`visible`, :func:`visible_items`),
+so clients that validate ``output`` against OpenAI's item types strictly are never shown an unknown type.
+
 ``usage`` holds the backend-reported tokens summed over every model call made for the response — answer calls and
 summarization calls — with OpenAI's required details, plus two Engram fields: ``model_calls`` (calls made for the
 answer), ``summary`` (null, or the conversation summary used: model, calls and tokens spent on it now — zero
 when a cached summary was reused — and estimated history sizes; see :mod:`chalicelib.responses.summarize`) and
-``memory`` (null, or what recall cost: embedding tokens, tokens injected into the instructions, milliseconds; see
-:mod:`chalicelib.responses.memory`).
-"""
+``memory`` (null when recall did not run, else what it did whether or not the item is shown: ``status``
+``completed``/``failed``, counts of ``memories`` and ``exchanges`` recalled and their ``ids``, embedding
+tokens, tokens injected into the instructions, milliseconds, and the remember job's ``memory_job_id``; see
+:func:`chalicelib.responses.memory.usage_of`). ``usage`` is null while the response is in progress."""
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,11 +54,16 @@ class ResponseState:
         self.status = status
         self.completed_at = int(time.time()) if status == "completed" else None
 
-    def body(self, *, include_results: bool = True, include_memory: bool = True) -> dict[str, Any]:
-        """The Response object as JSON-ready dict (a copy); search results hidden unless included."""
+    def body(self, *, include_results: bool = True, include_memory: bool = True,
+             with_output: bool = True) -> dict[str, Any]:
+        """The Response object as JSON-ready dict (a copy), as :func:`visible` shows it: ``file_search_call``
+        results hidden unless ``include_results``, ``memory_search_call`` items left out unless
+        ``include_memory``. ``with_output`` false gives ``output: []`` (the ``response.created`` and
+        ``response.in_progress`` snapshots, sent before any ``response.output_item.added``)."""
         body = {"id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
                 "background": False, "error": self.error, "incomplete_details": self.incomplete_details,
-                "completed_at": self.completed_at, "model": self.model, "output": self.output,
+                "completed_at": self.completed_at, "model": self.model,
+                "output": self.output if with_output else [],
                 "usage": self._usage() if self.status != "in_progress" else None, **self.echo}
         body = copy.deepcopy(body)
         return visible(body, include_results=include_results, include_memory=include_memory)
@@ -67,24 +79,38 @@ class ResponseState:
                 "model_calls": self.model_calls, "summary": self.summary_usage, "memory": self.memory_usage}
 
 
+MEMORY_SEARCH_CALL = "memory_search_call"
+
+
 def visible(body: dict[str, Any], *, include_results: bool, include_memory: bool = False) -> dict[str, Any]:
-    """``body`` as a caller sees it: ``file_search_call.results`` set to null unless ``include_results``,
-    ``memory_search_call.results`` unless ``include_memory``."""
+    """``body`` (a Response object) as a caller sees it: its ``output`` filtered by :func:`visible_items`
+    (a shallow copy when anything changes; ``body`` itself is not modified)."""
     if include_results and include_memory:
         return body
     body = dict(body)
-    body["output"] = [hide_results(item, include_results=include_results, include_memory=include_memory)
-                      for item in body.get("output") or []]
+    body["output"] = visible_items(body.get("output") or [], include_results=include_results,
+                                   include_memory=include_memory)
     return body
 
 
-def hide_results(item: dict[str, Any], *, include_results: bool = False,
-                 include_memory: bool = False) -> dict[str, Any]:
-    """A ``file_search_call`` item with ``results: null`` unless ``include_results``, a ``memory_search_call``
-    item likewise unless ``include_memory`` (other items unchanged)."""
-    kind = item.get("type")
-    if (kind == "file_search_call" and not include_results) or (kind == "memory_search_call"
-                                                                 and not include_memory):
+def visible_items(items: Iterable[dict[str, Any]], *, include_results: bool,
+                  include_memory: bool = False) -> list[dict[str, Any]]:
+    """``items`` (output, input or conversation items) as a caller sees them: ``memory_search_call`` items left
+    out unless ``include_memory`` (then shown whole, results included); ``file_search_call.results`` null
+    unless ``include_results`` (:func:`hide_results`); other items unchanged."""
+    return [hide_results(item, include_results=include_results) for item in items
+            if include_memory or not is_memory_item(item)]
+
+
+def is_memory_item(item: dict[str, Any]) -> bool:
+    """Whether ``item`` is Engram's ``memory_search_call`` item."""
+    return item.get("type") == MEMORY_SEARCH_CALL
+
+
+def hide_results(item: dict[str, Any], *, include_results: bool = False) -> dict[str, Any]:
+    """A ``file_search_call`` item with ``results: null`` unless ``include_results`` (a copy); any other item
+    unchanged (the same object)."""
+    if item.get("type") == "file_search_call" and not include_results:
         return {**item, "results": None}
     return item
 

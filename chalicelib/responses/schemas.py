@@ -4,7 +4,8 @@ Every field the official SDK may send is declared — used, or accepted and igno
 ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``stream_options``, ``top_logprobs``,
 ``text.verbosity`` ...) — and any other is a 400 ``unknown_parameter`` naming its path, nested objects included
 (``tools[0].frobnicate``), as OpenAI answers (:class:`chalicelib.validation.RequestBody`); types are strict. The
-input models also take every field of the SDK's output items, so ``input=previous.output`` replays unchanged.
+input models also take every field of the SDK's output items, so ``input=previous.output`` replays unchanged —
+Engram's own ``memory_search_call`` item included (:class:`MemorySearchCallItem`: any fields, accepted and dropped).
 Input items are validated one by one (:func:`parse_input`) so errors name the item (``input[2].content[0].text``).
 What Engram does not implement is refused with a 400 naming the field rather than silently ignored: ``background``,
 ``prompt``, non-text ``text.format``, tools other than ``file_search`` and ``function``,
@@ -307,10 +308,32 @@ class FileSearchCallItem(_Body):
     results: list[FileSearchResultItem] | None = None
 
 
-InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem
+class MemorySearchCallItem(BaseModel):
+    """Engram's ``memory_search_call`` output item sent back (``input=previous.output``, an agents SDK's
+    ``to_input_list()``, a conversation's items): every field is accepted — the item's own (``id``, ``status``,
+    ``queries``, ``results``, ``user_id``, ``agent_id``, ``run_id``, ``usage``, ``memory_job_id``) and any other,
+    so items of any Engram version replay — and the item is then dropped: it is neither stored nor shown to the
+    model (each response recalls afresh; replaying an old recall would show the model its memories twice).
+    Only ``type`` is checked."""
+
+    model_config = ConfigDict(extra="ignore", strict=False, defer_build=True)
+
+    type: Literal["memory_search_call"]
+    id: Ignored = None
+    status: Ignored = None
+    queries: Ignored = None
+    results: Ignored = None
+    user_id: Ignored = None
+    agent_id: Ignored = None
+    run_id: Ignored = None
+    usage: Ignored = None
+    memory_job_id: Ignored = None
+
+
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem | MemorySearchCallItem
 _ITEM_MODELS: dict[str, type[BaseModel]] = {
     "message": MessageItem, "function_call": FunctionCallItem, "function_call_output": FunctionCallOutputItem,
-    "file_search_call": FileSearchCallItem}
+    "file_search_call": FileSearchCallItem, "memory_search_call": MemorySearchCallItem}
 
 
 _TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool}
@@ -347,7 +370,8 @@ def parse_tool_choice(value: str | dict[str, Any] | None) -> ToolChoice | None:
 def parse_input(value: str | list[dict[str, Any]], *, param: str = "input",
                 max_items: int = MAX_INPUT_ITEMS) -> list[InputItem]:
     """The request's ``input`` (or another list of input items, named ``param``, e.g. a conversation's ``items``)
-    as typed items: a string is one user message.
+    as typed items: a string is one user message. ``memory_search_call`` items are returned too (as
+    :class:`MemorySearchCallItem`); :func:`chalicelib.responses.items.input_items` drops them.
 
     Raises:
         InvalidRequestError: an empty list, more than ``max_items`` items, an item of an unsupported type, or an

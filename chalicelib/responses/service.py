@@ -9,6 +9,13 @@ failed it raises the error instead (the HTTP status fits it: 502/504 for the mod
 A stored response (``store`` true, the default) is written before its final event, so it can be retrieved and
 chained as soon as the client sees it complete; failed responses are stored too. A stream abandoned by its
 client is not stored.
+
+Memory (:mod:`chalicelib.responses.memory`) stays invisible to clients that did not ask to see it: recall's
+``memory_search_call`` item is output item 0 only when ``include`` has ``memory_search_call.results`` (streamed
+as ``response.output_item.added``/``.done`` right after ``response.in_progress``, OpenAI's order), and is stored
+with the response and shown on retrieval only then; otherwise ``output`` holds OpenAI's item types alone and what
+recall did is in ``usage.memory``. The ``response.created`` and ``response.in_progress`` snapshots always have
+``output: []``. The item is never part of a conversation's items, and one sent back as input is dropped.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from chalicelib.memory import exchanges
 from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
 from chalicelib.responses.events import Emitter
-from chalicelib.responses.objects import ResponseState, deleted, hide_results, visible
+from chalicelib.responses.objects import ResponseState, deleted, is_memory_item, visible, visible_items
 from chalicelib.responses.tokens import messages_tokens
 from chalicelib.responses.turns import Chain
 from chalicelib.store.db import tenant_connection
@@ -61,18 +68,19 @@ class Run:
     error: EngramError | None = field(default=None, init=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
-        """The stream events, ``response.created`` first; sets :attr:`error` when the response fails."""
+        """The stream events, ``response.created`` first; sets :attr:`error` when the response fails. The
+        ``created`` and ``in_progress`` snapshots have ``output: []``; an included ``memory_search_call`` item
+        (recall ran before the first model call) follows as output 0 (``output_item.added``, ``.done``)."""
         emit, state, shown = Emitter(), self.state, self.config.include_results
 
-        def body() -> dict[str, Any]:
-            return state.body(include_results=shown, include_memory=self.include_memory)
+        def body(with_output: bool = True) -> dict[str, Any]:
+            return state.body(include_results=shown, include_memory=self.include_memory, with_output=with_output)
 
-        yield emit.lifecycle("created", body())
-        yield emit.lifecycle("in_progress", body())
-        if self.recalled is not None:  # recall ran before the first model call: its item is output 0
-            item = hide_results(state.output[0], include_memory=self.include_memory)
-            yield emit.item_added(0, item)
-            yield emit.item_done(0, item)
+        yield emit.lifecycle("created", body(with_output=False))
+        yield emit.lifecycle("in_progress", body(with_output=False))
+        if state.output and is_memory_item(state.output[0]):  # included: output 0, already complete
+            yield emit.item_added(0, state.output[0])
+            yield emit.item_done(0, state.output[0])
         try:
             yield from loop.run(self.config, state, emit)
             state.finish("incomplete" if state.incomplete_details else "completed")
@@ -102,6 +110,8 @@ class Run:
                                  answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
         if self.recalled is not None:
             self.recalled.item["memory_job_id"] = job_id
+            if state.memory_usage is not None:
+                state.memory_usage["memory_job_id"] = job_id
 
     def _fail(self, error: EngramError, cause: BaseException) -> None:
         self.error = error
@@ -115,9 +125,10 @@ class Run:
 
     def _persist(self) -> None:
         """Store the response (``store``) and add its turn to its conversation, in one transaction. A response in
-        a conversation caches its summary there, and its own history is its turn alone."""
+        a conversation caches its summary there, and its own history is its turn alone; its turn never includes
+        the ``memory_search_call`` item (stored with the response only when it was included)."""
         state = self.state
-        turn = [*self.input_items, *state.output]
+        turn = [item for item in (*self.input_items, *state.output) if not is_memory_item(item)]
         turn_tokens = messages_tokens(items.to_messages(turn))
         computed = self.history.summary if self.history.computed else None
         joined = self.conversation_id is not None
@@ -139,7 +150,8 @@ def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> I
     """Validate ``body`` (a ``POST /v1/responses`` JSON object) and return the iterator of its stream events.
 
     Raises (before any event):
-        InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, no backend
+        InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, an ``input`` with
+            nothing for the model to read (only ``memory_search_call`` items, which are dropped), no backend
             configured for the model (param ``model``).
         NotFoundError: (404) ``previous_response_id``, ``conversation`` or a vector store unknown to the tenant.
         UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
@@ -206,13 +218,17 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
                                             citations.GUIDE if searcher else None, past.preamble) if part)
     messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
     messages += items.to_messages(new_items)
+    if not messages:  # e.g. only memory_search_call items, which are dropped: nothing for the model to read
+        raise InvalidRequestError("Invalid 'input': no item the model can read (memory_search_call items are "
+                                  "accepted and ignored).", param="input", code="invalid_value")
     items.check_tool_outputs(messages)
     state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
                           echo=_echo(req, parsed_tools, conversation_id))
     state.summary_usage = past.usage
-    if recalled is not None:
-        state.output.append(recalled.item)
-        state.memory_usage = recalled.item.get("usage")
+    if recalled is not None:  # what recall did is always in usage.memory; the item itself only when included
+        state.memory_usage = memory.usage_of(recalled)
+        if include_memory:
+            state.output.append(recalled.item)
     config = loop.LoopConfig(
         backend=backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),
@@ -334,7 +350,8 @@ def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool],
 # ---- stored responses ----
 
 def retrieve(settings: Settings, tenant_id: str, response_id: str, *, include: list[str] | None = None) -> dict:
-    """A stored response (``file_search_call.results`` only when included).
+    """A stored response (``file_search_call.results`` only when included; a ``memory_search_call`` item, stored
+    only when its response included it, shown only when included again: see :func:`objects.visible`).
 
     Raises:
         InvalidRequestError: (400) a malformed id or include value.
@@ -373,8 +390,8 @@ def input_items(settings: Settings, tenant_id: str, response_id: str, page: Page
     shown = _include(include)
     with tenant_connection(settings, tenant_id) as conn:
         data, has_more = store.input_items_page(conn, tenant_id, response_id, page)
-    memory_shown = schemas.MEMORY_SEARCH_RESULTS in (include or [])
-    return [hide_results(item, include_results=shown, include_memory=memory_shown) for item in data], has_more
+    return visible_items(data, include_results=shown,
+                         include_memory=schemas.MEMORY_SEARCH_RESULTS in (include or [])), has_more
 
 
 def cancel(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:

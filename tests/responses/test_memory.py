@@ -1,9 +1,12 @@
-"""Memory around responses over real HTTP: recall before the model answers (visible as a memory_search_call item),
-remember after (one background job: the exchange stored and facts extracted), graceful degradation, agent
-profiles and tenant defaults. The scripted fake chat server answers both the conversation and the memory model.
+"""Memory around responses over real HTTP: recall before the model answers (reported in ``usage.memory``, shown
+as a memory_search_call item when included), remember after (one background job: the exchange stored and facts
+extracted), graceful degradation, agent profiles and tenant defaults. The scripted fake chat server answers both
+the conversation and the memory model.
 
-The SDK clients here are not strict: ``memory_search_call`` is an Engram output item the SDK's union does not
-list (its lenient parsing keeps it as a plain object)."""
+Tests that look at the ``memory_search_call`` item ask for it (``include=["memory_search_call.results"]``) and
+use a lenient SDK client: it is an Engram output item the SDK's union does not list (lenient parsing keeps it as a
+plain object). The others use strict clients: without the include nothing Engram-specific is in ``output``.
+(tests/responses/test_memory_clients.py drives the SDKs themselves with memory on.)"""
 
 from __future__ import annotations
 
@@ -32,6 +35,28 @@ def lenient(server, make_key):
                 httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60))
 
     return make
+
+
+@pytest.fixture(scope="module")
+def strict(server, make_key):
+    """``strict(tenant)`` → a strict SDK client (``_strict_response_validation``) and an httpx client."""
+
+    def make(tenant: str) -> tuple[openai.OpenAI, httpx.Client]:
+        key = make_key(tenant)
+        return (openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60,
+                              _strict_response_validation=True),
+                httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60))
+
+    return make
+
+
+def _usage(response) -> dict:
+    """The response's ``usage.memory`` (an Engram extra key of ``usage``)."""
+    return response.usage.model_dump()["memory"]
+
+
+def _types(response) -> list[str]:
+    return [item.type for item in response.output]
 
 
 def _remember(http: httpx.Client, user: str, *texts: str) -> None:
@@ -78,9 +103,11 @@ def test_recall_puts_memories_in_the_instructions_and_shows_them(lenient, fake):
     system = _system(fake.requests[0])
     assert system.startswith("Be terse.") and "<memory>" in system and "- (" in system
     assert "Ada likes green tea" in system and system.index("<memory>") < system.index("</memory>")
-    assert r.usage.model_dump()["memory"]["embedding_tokens"] > 0
-    hidden = client.responses.retrieve(r.id)
-    assert hidden.output[0].model_dump()["results"] is None
+    usage = _usage(r)
+    assert usage["embedding_tokens"] > 0 and usage["status"] == "completed" and usage["memories"] == 3
+    assert usage["exchanges"] == 0 and usage["ids"] == [x["id"] for x in item["results"]]
+    hidden = client.responses.retrieve(r.id)  # not included: the item is left out altogether
+    assert _types(hidden) == ["message"] and _usage(hidden)["memories"] == 3
     shown = client.responses.retrieve(r.id, include=["memory_search_call.results"])
     assert len(shown.output[0].model_dump()["results"]) == 3
 
@@ -97,15 +124,15 @@ def test_recall_is_scoped_to_the_user(lenient, fake):
     assert "blue whale" not in json.dumps(fake.requests[0])
 
 
-def test_remember_stores_the_exchange_and_extracts_once(lenient, fake, configure):
+def test_remember_stores_the_exchange_and_extracts_once(lenient, strict, fake, configure):
     configure(memory_model=MEMORY_MODEL)
     client, http = lenient("remember")
     fake.responder = _extraction_responder(["Dana is allergic to peanuts"])
     fake.push(text("Noted: no peanuts."))
-    r = client.responses.create(model="fake-model", input="I'm allergic to peanuts.",
-                                extra_body={"memory": {"user_id": "dana"}})
-    assert r.status == "completed"
-    job_id = r.output[0].model_dump()["memory_job_id"]
+    r = strict("remember")[0].responses.create(model="fake-model", input="I'm allergic to peanuts.",
+                                               extra_body={"memory": {"user_id": "dana"}})
+    assert r.status == "completed" and _types(r) == ["message"]
+    job_id = _usage(r)["memory_job_id"]
     job = _wait_job(http, job_id)
     assert job["status"] == "completed" and job["usage"]["model_calls"] == 1, job["last_error"]
     extractions = [q for q in fake.requests if "memory extraction system" in _system(q)]
@@ -133,12 +160,13 @@ def test_remember_stores_the_exchange_and_extracts_once(lenient, fake, configure
     fake.responder = None
 
 
-def test_remember_without_a_memory_model_keeps_the_exchange_only(lenient, fake):
-    client, http = lenient("exchange-only")
+def test_remember_without_a_memory_model_keeps_the_exchange_only(strict, fake):
+    client, http = strict("exchange-only")
     fake.push(text("Paris is lovely in May."))
     r = client.responses.create(model="fake-model", input="Planning a trip to Paris in May",
+                                include=["memory_search_call.results"],
                                 extra_body={"memory": {"user_id": "eve", "recall": False}})
-    assert r.output[0].model_dump()["type"] != "memory_search_call"  # no recall: no item
+    assert _types(r) == ["message"] and _usage(r) is None  # no recall: no item, even included; no usage.memory
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with connect(deps.current_settings()) as conn:
@@ -152,8 +180,9 @@ def test_remember_without_a_memory_model_keeps_the_exchange_only(lenient, fake):
     assert len(fake.requests) == 1
 
 
-def test_memory_failures_never_fail_the_response(lenient, fake, configure):
+def test_memory_failures_never_fail_the_response(lenient, strict, fake, configure):
     client, http = lenient("degrade")
+    strict_client = strict("degrade")[0]
 
     class Broken:
         model, dimension, max_input_tokens = "hashing-384", 384, 512
@@ -172,6 +201,7 @@ def test_memory_failures_never_fail_the_response(lenient, fake, configure):
         deps.set_embedder(good)
     assert r.status == "completed" and r.output_text == "Still here."
     assert r.output[0].model_dump()["status"] == "failed"
+    assert _usage(r)["status"] == "failed" and _usage(r)["memories"] == 0 and _usage(r)["ids"] == []
     assert "<memory>" not in json.dumps(fake.requests[0])
 
     class NoQueue:
@@ -183,24 +213,25 @@ def test_memory_failures_never_fail_the_response(lenient, fake, configure):
     deps.set_dispatcher(NoQueue())
     try:
         fake.push(text("Answered anyway."))
-        r = client.responses.create(model="fake-model", input="Remember this please",
-                                    extra_body={"memory": {"user_id": "fay"}})
+        r = strict_client.responses.create(model="fake-model", input="Remember this please",
+                                           extra_body={"memory": {"user_id": "fay"}})
     finally:
         deps.set_dispatcher(None)
-    assert r.status == "completed" and r.output[0].model_dump()["memory_job_id"] is None
+    assert r.status == "completed" and _types(r) == ["message"] and _usage(r)["memory_job_id"] is None
 
     configure(memory_model=MEMORY_MODEL)
     fake.responder = lambda body: text("not json") if "memory extraction system" in _system(body) else None
     fake.push(text("Fine."))
-    r = client.responses.create(model="fake-model", input="I moved to Oslo", extra_body={"memory": {"user_id": "fay"}})
+    r = strict_client.responses.create(model="fake-model", input="I moved to Oslo",
+                                       extra_body={"memory": {"user_id": "fay"}})
     assert r.status == "completed"
-    job = _wait_job(http, r.output[0].model_dump()["memory_job_id"])
+    job = _wait_job(http, _usage(r)["memory_job_id"])
     fake.responder = None
     assert job["status"] == "failed" and job["last_error"]["code"] == "memory_model_output_invalid"
 
 
-def test_memory_needs_a_scope_and_can_be_turned_off(lenient, fake):
-    client, _ = lenient("scope-needed")
+def test_memory_needs_a_scope_and_can_be_turned_off(strict, fake):
+    client, _ = strict("scope-needed")
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="fake-model", input="hi", extra_body={"memory": {"recall": True}})
     assert caught.value.body["param"] == "memory.user_id"
@@ -209,7 +240,7 @@ def test_memory_needs_a_scope_and_can_be_turned_off(lenient, fake):
     assert caught.value.body["param"] == "memory.top_k"
     fake.push(text("plain"))
     r = client.responses.create(model="fake-model", input="hi", user="u", extra_body={"memory": False})
-    assert r.output[0].type == "message"
+    assert _types(r) == ["message"] and _usage(r) is None
 
 
 def test_agent_profile_defaults_apply_and_the_request_wins(lenient, fake):
@@ -251,35 +282,46 @@ def test_agent_profile_defaults_apply_and_the_request_wins(lenient, fake):
                                                              "deleted": True}
 
 
-def test_tenant_defaults_turn_memory_on(lenient, fake, api_settings):
+def test_tenant_defaults_turn_memory_on(strict, fake, api_settings):
     from chalicelib.store import tenants
 
-    client, http = lenient("defaults")
+    client, http = strict("defaults")
     with connect(api_settings) as conn:
         tenants.set_memory_defaults(conn, "defaults", {"remember": False, "score_threshold": 0.0})
     _remember(http, "gus", "Gus prefers metric units")
     fake.push(text("Metric."))
     r = client.responses.create(model="fake-model", input="Which units do I prefer?", user="gus")
-    assert r.output[0].model_dump()["type"] == "memory_search_call"
+    assert _types(r) == ["message"] and _usage(r)["status"] == "completed" and _usage(r)["memories"] == 1
     assert "metric units" in _system(fake.requests[-1])
 
 
-def test_streaming_with_memory_shows_the_item_first(lenient, fake):
+def test_streaming_with_memory_shows_the_item_first_when_included(lenient, strict, fake):
     client, http = lenient("stream")
     _remember(http, "hal", "Hal's favourite colour is teal")
     fake.push(text("Teal, of course."))
     events = list(client.responses.create(model="fake-model", input="favourite colour?", stream=True,
+                                          include=["memory_search_call.results"],
                                           extra_body={"memory": {"user_id": "hal", "remember": False,
                                                                  "score_threshold": 0.0}}))
+    assert [e.response.output for e in events[:2]] == [[], []]  # created, in_progress: nothing output yet
     added = [e for e in events if e.type == "response.output_item.added"]
     assert added[0].item.type == "memory_search_call" and added[0].output_index == 0
     assert added[1].item.type == "message" and added[1].output_index == 1
     assert events[-1].type == "response.completed"
     assert "teal" in _system(fake.requests[-1])
+    # not included: no item anywhere in the stream, the message is output 0; usage.memory says what recall did
+    fake.push(text("Teal."))
+    events = list(strict("stream")[0].responses.create(
+        model="fake-model", input="favourite colour?", stream=True,
+        extra_body={"memory": {"user_id": "hal", "remember": False, "score_threshold": 0.0}}))
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert [(e.item.type, e.output_index) for e in added] == [("message", 0)]
+    assert "memory_search_call" not in json.dumps([e.model_dump() for e in events])
+    assert _usage(events[-1].response)["memories"] == 1 and "teal" in _system(fake.requests[-1])
 
 
-def test_a_conversation_is_the_thread_of_its_exchanges(lenient, fake):
-    client, http = lenient("conversation-memory")
+def test_a_conversation_is_the_thread_of_its_exchanges(strict, fake):
+    client, http = strict("conversation-memory")
     conversation = client.conversations.create()
     for question, answer in (("I am planning a garden", "Lovely."), ("Tomatoes or peppers?", "Tomatoes.")):
         fake.push(text(answer))
@@ -296,7 +338,7 @@ def test_a_conversation_is_the_thread_of_its_exchanges(lenient, fake):
     assert rows == [(conversation.id, 0), (conversation.id, 0)]
 
 
-def test_the_readme_three_turn_conversation(lenient, fake, configure):
+def test_the_readme_three_turn_conversation(lenient, strict, fake, configure):
     """The README's walkthrough: three turns of one conversation with memory on; the first turn's facts are
     extracted in the background, the later turns show them recalled (hashing embedder here, so the threshold is
     lowered to let lexically unrelated questions recall them), and the memories list shows what was extracted."""
@@ -320,6 +362,6 @@ def test_the_readme_three_turn_conversation(lenient, fake, configure):
     assert {"Alice moved to Lisbon last year", "Alice is vegetarian"} <= set(recalled[1]) | set(recalled[2])
     memories = {m["memory"] for m in http.get("/memories", params={"user_id": "alice"}).json()["data"]}
     assert memories == {"Alice moved to Lisbon last year", "Alice is vegetarian"}
-    items = client.conversations.items.list(conversation.id, order="asc")
-    assert [i.role for i in items.data if i.type == "message"] == ["user", "assistant"] * 3
+    items = strict("readme-walkthrough")[0].conversations.items.list(conversation.id, order="asc")
+    assert [(i.type, i.role) for i in items.data] == [("message", "user"), ("message", "assistant")] * 3
     fake.responder = None
