@@ -254,9 +254,9 @@ def prepare_archive(conn: psycopg.Connection, rng: random.Random) -> dict[str, i
 
 def active_count(conn: psycopg.Connection) -> int:
     """The tenant's active memories (what quotas count)."""
-    return conn.execute("SELECT count(*) FROM memories WHERE tenant_id = %s AND archived_at IS NULL "
-                        "AND valid_to IS NULL AND superseded_by IS NULL AND consolidated_into IS NULL "
-                        "AND (expires_at IS NULL OR expires_at > now())", (TENANT,)).fetchone()[0]
+    from chalicelib.memory.active import ACTIVE
+
+    return conn.execute(f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {ACTIVE}", (TENANT,)).fetchone()[0]
 
 
 def prepare_expiry(conn: psycopg.Connection, rng: random.Random) -> int:

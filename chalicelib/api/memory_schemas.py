@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from chalicelib.errors import InvalidRequestError
@@ -95,13 +95,15 @@ class MessageIn(_Body):
         list[TextPart], Field(max_length=MAX_CONTENT_PARTS)]
     name: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)] | None = None
 
-    @model_validator(mode="after")
-    def _joined_fits(self) -> MessageIn:
-        if not isinstance(self.content, str) and len(self.text()) > MAX_CONTENT_CHARS:
-            raise PydanticCustomError(
-                "string_too_long", "the parts of 'content' join into {length} characters; at most {limit} are "
-                "allowed per message", {"length": len(self.text()), "limit": MAX_CONTENT_CHARS})
-        return self
+    @field_validator("content")
+    @classmethod
+    def _joined_fits(cls, value: str | list[TextPart]) -> str | list[TextPart]:
+        if not isinstance(value, str):
+            length = sum(len(p.text) for p in value) + max(0, len(value) - 1)  # joined by newlines
+            if length > MAX_CONTENT_CHARS:
+                raise ValueError(f"its text parts join into {length} characters; at most {MAX_CONTENT_CHARS} are "
+                                 "allowed per message")
+        return value
 
     def text(self) -> str:
         """The message's text (parts joined by newlines)."""

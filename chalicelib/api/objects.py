@@ -93,7 +93,8 @@ def search_page(queries: list[str], hits: list[SearchHit]) -> dict[str, Any]:
 def memory_object(memory: Memory, at: datetime | None = None) -> dict[str, Any]:
     """A ``memory`` object: its text, scope, kind, scores in [0, 1], validity interval and lifecycle times (Unix
     seconds); ``status`` at ``at`` (default now): ``active``, ``superseded``, ``invalidated``, ``consolidated``,
-    ``archived`` or ``expired``."""
+    ``archived`` or ``expired``; ``prompt_version``: the prompts (``name@version``) whose answers wrote its text,
+    null when stored as written."""
     return {"id": memory.id, "object": "memory", "memory": memory.memory, "user_id": memory.user_id,
             "agent_id": memory.agent_id, "run_id": memory.run_id, "memory_type": memory.memory_type,
             "categories": memory.categories, "metadata": memory.metadata, "confidence": round(memory.confidence, 6),
@@ -105,7 +106,8 @@ def memory_object(memory: Memory, at: datetime | None = None) -> dict[str, Any]:
             "consolidated_into": memory.consolidated_into,
             "access_count": memory.access_count, "last_accessed_at": unix(memory.last_accessed_at),
             "expires_at": unix(memory.expires_at), "archived_at": unix(memory.archived_at),
-            "created_at": unix(memory.created_at), "updated_at": unix(memory.updated_at)}
+            "created_at": unix(memory.created_at), "updated_at": unix(memory.updated_at),
+            "prompt_version": memory.prompt_version}
 
 
 def memory_search_page(query: str, hits: list[Hit]) -> dict[str, Any]:

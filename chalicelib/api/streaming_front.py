@@ -54,13 +54,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from chalicelib import deps
 from chalicelib.api.context import resolve_tenant
 from chalicelib.api.middleware import error_response
 from chalicelib.errors import EngramError, NotFoundError
-from chalicelib.validation import parse_json_object
+from chalicelib.validation import parse_json_object, unknown_parameter
 
 logger = logging.getLogger("engram.responses.stream")
 
@@ -105,9 +106,10 @@ def wants_stream(method: str, path: str, body: bytes) -> bool:
     return isinstance(payload, dict) and payload.get("stream") is True
 
 
-def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> FrontResponse:
+def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = "") -> FrontResponse:
     """Answer one request (see the module docstring). ``headers`` are matched case-insensitively; ``body`` is
-    the raw request body (bytes). Never raises: errors become the JSON error envelope."""
+    the raw request body (bytes); ``query`` the raw query string (``POST /v1/responses`` takes no parameter, as
+    on the API: any is a 400 ``unknown_parameter``). Never raises: errors become the JSON error envelope."""
     route = _route(path)
     lowered = {k.lower(): v for k, v in headers.items()}
     started = time.monotonic()
@@ -120,6 +122,8 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> F
             raise NotFoundError(f"Invalid URL ({method.upper()} {route}): this endpoint only creates responses.",
                                 code=None)
         tenant = resolve_tenant(lowered.get("authorization"))
+        for name in parse_qs(query, keep_blank_values=True):
+            raise unknown_parameter(name)
         payload = parse_json_object(body)  # the API's own decoder: same 400s, before any event
         settings = deps.current_settings()
         from chalicelib.responses import service
@@ -188,7 +192,8 @@ def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]
     except ValueError:
         length = 0
     body = environ["wsgi.input"].read(length) if length > 0 else b""
-    response = handle(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO") or "/", headers, body)
+    response = handle(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO") or "/", headers, body,
+                      environ.get("QUERY_STRING") or "")
     reason = HTTPStatus(response.status).phrase
     start_response(f"{response.status} {reason}", [*response.headers, ("x-request-id", response.request_id)])
     return response.body

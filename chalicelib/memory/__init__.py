@@ -21,6 +21,7 @@ from chalicelib.memory.audit import Event as AuditEvent
 from chalicelib.memory.consolidation import ScopeKey, consolidate_scope
 from chalicelib.memory.consolidation import scopes_after as consolidation_scopes
 from chalicelib.memory.episodes import episodize, instancize
+from chalicelib.memory.exchanges import SIMILARITY_THRESHOLD as EXCHANGE_SIMILARITY
 from chalicelib.memory.expiry import sweep as sweep_expired
 from chalicelib.memory.llm import optional_backend as lifecycle_model
 from chalicelib.memory.manage import FEEDBACK_VALUES, MemoryUpdate
@@ -58,6 +59,7 @@ from chalicelib.memory.service import (
     restore,
     search,
     stats,
+    thread_of,
     update,
     update_many,
 )
@@ -95,12 +97,14 @@ __all__ = [
     "restore",
     "search",
     "stats",
+    "thread_of",
     "update",
     "update_many",
     # values
     "DEFAULT_STRATEGY",
     "ENTITY_KINDS",
     "EVENTS",
+    "EXCHANGE_SIMILARITY",
     "FEEDBACK_VALUES",
     "MEMORY_TYPES",
     "STRATEGIES",

@@ -71,6 +71,7 @@ __all__ = [
     "restore",
     "search",
     "stats",
+    "thread_of",
     "update",
     "update_many",
 ]
@@ -146,7 +147,7 @@ def add(conn: psycopg.Connection, ctx: Context, request: write.AddRequest, *, ru
     """
     settings = ctx.settings
     model = llm.required_model(settings) if request.infer and request.messages else None
-    backend = llm.backend(settings, model) if model is not None else None
+    backend = llm.backend(settings, model) if model is not None else None  # also checks it is routable: a 400
     queued = run_async if run_async is not None else bool(model and settings.memory_queue)
     if key is not None:
         replay = idempotency.reserve(conn, ctx.tenant_id, key.key, key.route, key.body, request.scope.as_dict())
@@ -409,6 +410,12 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
     return Recalled(hits, found, ctx.embedder.tokenizer.count(text))
 
 
+def thread_of(conn: psycopg.Connection, ctx: Context, response_id: str) -> str | None:
+    """The thread (conversation or response chain) whose exchange ``response_id`` answered, or None (no exchange
+    stored for it, yet)."""
+    return exchanges.thread_of(conn, ctx.tenant_id, response_id)
+
+
 def remember(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, response_id: str, thread_id: str,
              session_id: str | None, prompt: str, answer: str, prior_ids: Sequence[str]) -> add_jobs.AddJob | None:
     """Queue the job that stores one exchange of a response (its prompt and answer, searchable later) and, when a
@@ -417,15 +424,13 @@ def remember(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, resp
     Raises:
         UpstreamError / ConfigurationError: the queue refused the job (nothing written).
     """
-    from chalicelib import deps
-
     if not prompt.strip() or not answer.strip():
         return None
-    model = llm.model_name(ctx.settings)
-    messages = (write.InputMessage("user", prompt), write.InputMessage("assistant", answer)) if model else ()
+    infer = llm.model_name(ctx.settings) is not None
+    messages = (write.InputMessage("user", prompt), write.InputMessage("assistant", answer)) if infer else ()
     exchange = exchanges.NewExchange(scope=scope, thread_id=thread_id, session_id=session_id,
                                      response_id=response_id, user_prompt=prompt, assistant_response=answer,
                                      prior_ids=tuple(prior_ids))
-    request = write.AddRequest(messages=messages, scope=scope, infer=model is not None, source_kind="response",
-                               source_id=response_id, exchange=exchange, model=model)
-    return add_jobs.submit(conn, ctx.tenant_id, request, dispatcher=deps.dispatcher(ctx.settings))
+    request = write.AddRequest(messages=messages, scope=scope, infer=infer, source_kind="response",
+                               source_id=response_id, exchange=exchange)
+    return add(conn, ctx, request, run_async=True).job

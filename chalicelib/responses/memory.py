@@ -11,10 +11,13 @@ its agent profile or the tenant's defaults turn it on (:func:`resolve`, field by
   clients that know only OpenAI's item types never see it, and a client can still audit what the model was told.
   The item may be sent back as input or as a conversation item: it is accepted and dropped (each response recalls
   afresh). A failing recall is logged and counted, and the response goes on without memories.
-- **Remember**, after the response is stored: one job (:mod:`chalicelib.memory.add_jobs`) stores the exchange and
+- **Remember**, after the response is stored: one job (:func:`chalicelib.memory.remember`) stores the exchange and
   extracts facts from it with the memory model (when one is configured) in the background; the response never
   waits for the model, a redelivered job changes nothing, and a failure to dispatch is logged and counted but
   never fails the response.
+
+Both go through the memory service (:mod:`chalicelib.memory`) on the request's connections: recall reads on the
+connection of the request's other reads and embeds the user's message once for memories and exchanges alike.
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib import ids, observability
+import psycopg
+
+from chalicelib import ids, memory, observability
 from chalicelib.config import Settings
-from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError
-from chalicelib.memory import exchanges, recall
-from chalicelib.memory.model import MemoryScope
+from chalicelib.memory import MemoryScope
 from chalicelib.responses.schemas import MemoryOptions
 from chalicelib.validation import validate
 
@@ -110,31 +113,27 @@ def resolve(requested: dict[str, Any] | bool | None, *, agent_memory: dict[str, 
                       top_k=pick("top_k", DEFAULT_TOP_K), score_threshold=pick("score_threshold",
                                                                                 DEFAULT_SCORE_THRESHOLD),
                       exchanges=pick("exchanges", True),
-                      exchange_threshold=pick("exchange_threshold", exchanges.SIMILARITY_THRESHOLD),
+                      exchange_threshold=pick("exchange_threshold", memory.EXCHANGE_SIMILARITY),
                       summarization=pick("summarization", True))
     return plan if plan.recall or plan.remember or not plan.summarization else None
 
 
-def recall_for(settings: Settings, tenant_id: str, plan: MemoryPlan, query: str, *,
-               embedder: Embedder) -> Recalled:
-    """Recall for ``query`` (the user's message): the scope's best memories and, when enabled, its most similar
-    earlier exchanges (seed 004: similarity ≥ 0.65). Never raises: a failure gives a ``failed`` item and no block
-    (logged, counted as ``MemoryRecallFailures``)."""
-    from chalicelib.store.db import tenant_connection
-
+def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, plan: MemoryPlan,
+               query: str) -> Recalled:
+    """Recall for ``query`` (the user's message), on the request's tenant connection ``conn``: the scope's best
+    memories and, when enabled, its most similar earlier exchanges (seed 004: similarity ≥ 0.65), one embedding
+    of the query for both. Never raises: a failure gives a ``failed`` item and no block (logged, counted as
+    ``MemoryRecallFailures``)."""
     started = time.perf_counter()
     item: dict[str, Any] = {"id": ids.new_id(ids.MEMORY_SEARCH_CALL), "type": "memory_search_call",
                             "status": "completed", "queries": [query], "results": [], **plan.scope.as_dict()}
     if not query.strip():
         return Recalled(item, None)
     try:
-        with tenant_connection(settings, tenant_id) as conn:
-            hits = recall.search(conn, settings, tenant_id,
-                                 recall.Query(query=query, scope=plan.scope, top_k=plan.top_k,
-                                              score_threshold=plan.score_threshold), embedder=embedder)
-            found = (exchanges.search(conn, settings, tenant_id, plan.scope, query, embedder=embedder,
-                                      limit=plan.top_k, threshold=plan.exchange_threshold)
-                     if plan.exchanges else [])
+        ctx = memory.context(settings, tenant_id)
+        found = memory.recall_context(conn, ctx, plan.scope, query, top_k=plan.top_k,
+                                      score_threshold=plan.score_threshold, with_exchanges=plan.exchanges,
+                                      exchange_threshold=plan.exchange_threshold)
     except Exception:
         logger.exception("memory recall failed; the response goes on without memories")
         observability.record(RECALL_FAILURES, 1, "Count")
@@ -144,16 +143,17 @@ def recall_for(settings: Settings, tenant_id: str, plan: MemoryPlan, query: str,
         return Recalled(item, None)
     results: list[dict[str, Any]] = [
         {"type": "memory", "id": h.memory.id, "text": h.memory.memory, "memory_type": h.memory.memory_type,
-         "score": h.score, "valid_from": int(h.memory.valid_from.timestamp())} for h in hits]
-    results += [{"type": "exchange", "id": e.exchange.id, "text": _exchange_line(e.exchange),
+         "score": h.score, "valid_from": int(h.memory.valid_from.timestamp())} for h in found.memories]
+    results += [{"type": "exchange", "id": e.exchange.id, "text": _exchange_line(e.exchange.user_prompt,
+                                                                               e.exchange.assistant_response),
                  "score": round(e.similarity, 6), "valid_from": int(e.exchange.created_at.timestamp())}
-                for e in found]
+                for e in found.exchanges]
     item["results"] = results
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     observability.record(RECALL_LATENCY, elapsed_ms)
     block = _block(results) if results else None
-    item["usage"] = {"embedding_tokens": embedder.tokenizer.count(query) * (2 if plan.exchanges else 1),
-                     "injected_tokens": embedder.tokenizer.count(block) if block else 0,
+    item["usage"] = {"embedding_tokens": found.embedding_tokens,
+                     "injected_tokens": ctx.embedder.tokenizer.count(block) if block else 0,
                      "latency_ms": round(elapsed_ms, 3)}
     return Recalled(item, block, [r["id"] for r in results])
 
@@ -174,36 +174,25 @@ def usage_of(recalled: Recalled, *, memory_job_id: str | None = None) -> dict[st
             "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": memory_job_id}
 
 
-def remember(settings: Settings, tenant_id: str, plan: MemoryPlan, *, response_id: str, thread_id: str,
-             prompt: str, answer: str, prior_ids: list[str]) -> str | None:
+def remember(conn: psycopg.Connection, settings: Settings, tenant_id: str, plan: MemoryPlan, *, response_id: str,
+             thread_id: str, prompt: str, answer: str, prior_ids: list[str]) -> str | None:
     """Dispatch the job that stores this exchange and extracts memories from it (with the memory model when one
-    is configured); returns the job's id (``memjob_…``), or None when it could not be dispatched (logged,
-    counted as ``MemoryRememberFailures``; the response is not affected)."""
-    from chalicelib import deps
-    from chalicelib.memory import add_jobs, write
-    from chalicelib.store.db import tenant_connection
-
-    if not prompt.strip() or not answer.strip():
-        return None
-    model = settings.memory_model or settings.chat_model
-    infer = model is not None
-    messages = (write.InputMessage("user", prompt), write.InputMessage("assistant", answer)) if infer else ()
-    exchange = exchanges.NewExchange(scope=plan.scope, thread_id=thread_id, session_id=plan.scope.run_id,
-                                     response_id=response_id, user_prompt=prompt, assistant_response=answer,
-                                     prior_ids=tuple(prior_ids))
-    request = write.AddRequest(messages=messages, scope=plan.scope, infer=infer, source_kind="response",
-                               source_id=response_id, exchange=exchange, model=model)
+    is configured), on the tenant connection ``conn``; returns the job's id (``memjob_…``), or None when there was
+    nothing to remember or it could not be dispatched (logged, counted as ``MemoryRememberFailures``; the response
+    is not affected)."""
     try:
-        with tenant_connection(settings, tenant_id) as conn:
-            return add_jobs.submit(conn, tenant_id, request, dispatcher=deps.dispatcher(settings)).id
+        job = memory.remember(conn, memory.context(settings, tenant_id), plan.scope, response_id=response_id,
+                              thread_id=thread_id, session_id=plan.scope.run_id, prompt=prompt, answer=answer,
+                              prior_ids=prior_ids)
     except Exception:
         logger.exception("dispatching the memory job of response %s failed", response_id)
         observability.record(REMEMBER_FAILURES, 1, "Count")
         return None
+    return job.id if job is not None else None
 
 
-def _exchange_line(exchange: exchanges.Exchange) -> str:
-    return (f"User: {_clip(exchange.user_prompt)}\nAssistant: {_clip(exchange.assistant_response)}")
+def _exchange_line(prompt: str, answer: str) -> str:
+    return f"User: {_clip(prompt)}\nAssistant: {_clip(answer)}"
 
 
 def _clip(text: str) -> str:

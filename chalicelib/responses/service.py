@@ -26,11 +26,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from chalicelib import deps, ids
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
-from chalicelib.memory import exchanges
+from chalicelib.memory import context as memory_context
+from chalicelib.memory import thread_of
 from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
 from chalicelib.responses.events import Emitter
@@ -90,22 +93,23 @@ class Run:
             logger.exception("response %s failed", state.id)
             self._fail(EngramError(_GENERIC), exc)
         if self.store or self.conversation_id is not None:
-            self._remember()
             try:
-                self._persist()
+                with tenant_connection(self.settings, self.tenant_id) as conn:
+                    self._remember(conn)
+                    self._persist(conn)
             except Exception as exc:
                 logger.exception("storing response %s failed", state.id)
                 self._fail(EngramError(_GENERIC), exc)
         final = {"completed": "completed", "incomplete": "incomplete"}.get(state.status, "failed")
         yield emit.lifecycle(final, body())
 
-    def _remember(self) -> None:
+    def _remember(self, conn: psycopg.Connection) -> None:
         """Dispatch the memory job of a completed response (never fails it: see :mod:`responses.memory`)."""
         plan, state = self.memory_plan, self.state
         if plan is None or not plan.remember or state.status != "completed":
             return
         answer = "\n\n".join(items.text_of(item) for item in state.output if item.get("type") == "message")
-        job_id = memory.remember(self.settings, self.tenant_id, plan, response_id=state.id,
+        job_id = memory.remember(conn, self.settings, self.tenant_id, plan, response_id=state.id,
                                  thread_id=self.thread_id or state.id, prompt=_last_user_text(self.input_items),
                                  answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
         if self.recalled is not None:
@@ -123,7 +127,7 @@ class Run:
                 item["status"] = "failed" if item["type"] == "file_search_call" else "incomplete"
         self.state.finish("failed")
 
-    def _persist(self) -> None:
+    def _persist(self, conn: psycopg.Connection) -> None:
         """Store the response (``store``) and add its turn to its conversation, in one transaction. A response in
         a conversation caches its summary there, and its own history is its turn alone; its turn never includes
         the ``memory_search_call`` item (stored with the response only when it was included)."""
@@ -132,7 +136,7 @@ class Run:
         turn_tokens = messages_tokens(items.to_messages(turn))
         computed = self.history.summary if self.history.computed else None
         joined = self.conversation_id is not None
-        with tenant_connection(self.settings, self.tenant_id) as conn, conn.transaction():
+        with conn.transaction():
             if self.store:
                 store.insert(conn, store.StoredResponse(
                     id=state.id, tenant_id=self.tenant_id, previous_response_id=self.previous_response_id,
@@ -176,10 +180,39 @@ def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) ->
 
 def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     """Check a request and gather what it needs (agent profile, backend, stores, history, memories); see
-    :func:`stream_events`."""
+    :func:`stream_events`. Every read happens on one tenant connection, given back before any model call."""
+    with tenant_connection(settings, tenant_id) as conn:
+        gathered = _gather(conn, settings, tenant_id, body)
+    return _assemble(gathered)
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """A checked request and what its reads found (:func:`_gather`), ready to assemble into a :class:`Run`."""
+
+    settings: Settings
+    tenant_id: str
+    req: schemas.CreateResponse
+    new_items: list[dict[str, Any]]
+    parsed_tools: list[schemas.Tool]
+    functions: list[schemas.FunctionTool]
+    searcher: tools.FileSearch | None
+    backend: Any
+    chain: Chain | None
+    plan: memory.MemoryPlan | None
+    recalled: memory.Recalled | None
+    include_results: bool
+    include_memory: bool
+    choice: str | dict[str, Any]
+    thread_id: str | None
+    conversation_id: str | None
+
+
+def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any]) -> _Gathered:
+    """Check the request and do every read it needs on ``conn`` (see :func:`stream_events` for the errors)."""
     from chalicelib.validation import validate
 
-    profile, tenant_memory = _profile_and_defaults(settings, tenant_id, body)
+    profile, tenant_memory = _profile_and_defaults(conn, tenant_id, body)
     if profile is not None:
         body = agents.merge(body, profile)
     req = validate(schemas.CreateResponse, body)
@@ -198,22 +231,36 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
     searcher = None
     if file_search_tool is not None:  # its filters and stores are the request's: checked before the backend
         index = next(i for i, t in enumerate(parsed_tools) if t is file_search_tool)
-        searcher = tools.prepare(settings, tenant_id, file_search_tool, index=index)
+        searcher = tools.prepare(conn, settings, tenant_id, file_search_tool, index=index)
     backend = deps.chat_backend(req.model, settings)
-    chain = _continued(settings, tenant_id, req.previous_response_id, conversation_id, new_items)
+    chain = _continued(conn, tenant_id, req.previous_response_id, conversation_id, new_items)
     thread_id = conversation_id
     if thread_id is None and req.previous_response_id is not None and chain is not None:
         if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
-            with tenant_connection(settings, tenant_id) as conn:
-                thread_id = exchanges.thread_of(conn, tenant_id, req.previous_response_id)
+            thread_id = thread_of(conn, memory_context(settings, tenant_id), req.previous_response_id)
         thread_id = thread_id or (chain.turns[0].id if chain.turns else req.previous_response_id)
+    recalled = None
+    if plan is not None and plan.recall:
+        recalled = memory.recall_for(conn, settings, tenant_id, plan, _last_user_text(new_items))
+    return _Gathered(settings, tenant_id, req, new_items, parsed_tools, functions, searcher, backend, chain, plan,
+                     recalled, include_results=include_results, include_memory=include_memory, choice=choice,
+                     thread_id=thread_id, conversation_id=conversation_id)
+
+
+def _assemble(g: _Gathered) -> Run:
+    """The :class:`Run` of a checked request: its history (condensed by a model call when it is long: after the
+    request's reads, with no connection held), messages, state and loop configuration.
+
+    Raises:
+        InvalidRequestError: (400) nothing for the model to read, unanswered function calls.
+        UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
+    """
+    settings, tenant_id, req, new_items, plan, recalled = g.settings, g.tenant_id, g.req, g.new_items, g.plan, \
+        g.recalled
+    chain, searcher, functions, include_memory = g.chain, g.searcher, g.functions, g.include_memory
     summarizing = settings if plan is None or plan.summarization else dataclasses.replace(
         settings, summary_threshold_tokens=NEVER_SUMMARIZE)
     past = history.build(summarizing, chain, model=req.model) if chain is not None else history.EMPTY
-    recalled = None
-    if plan is not None and plan.recall:
-        recalled = memory.recall_for(settings, tenant_id, plan, _last_user_text(new_items),
-                                     embedder=deps.embedder(settings))
     system = "\n\n".join(part for part in (req.instructions, recalled.block if recalled else None,
                                             citations.GUIDE if searcher else None, past.preamble) if part)
     messages = ([ChatMessage("system", system)] if system else []) + list(past.messages)
@@ -223,29 +270,29 @@ def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
                                   "accepted and ignored).", param="input", code="invalid_value")
     items.check_tool_outputs(messages)
     state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
-                          echo=_echo(req, parsed_tools, conversation_id))
+                          echo=_echo(req, g.parsed_tools, g.conversation_id))
     state.summary_usage = past.usage
     if recalled is not None:  # what recall did is always in usage.memory; the item itself only when included
         state.memory_usage = memory.usage_of(recalled)
         if include_memory:
             state.output.append(recalled.item)
     config = loop.LoopConfig(
-        backend=backend, model=req.model, messages=tuple(messages),
+        backend=g.backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),
-        file_search=searcher, tool_choice=choice,
+        file_search=searcher, tool_choice=g.choice,
         parallel_tool_calls=req.parallel_tool_calls is not False,
         max_tool_calls=req.max_tool_calls if req.max_tool_calls is not None else loop.DEFAULT_MAX_TOOL_CALLS,
-        include_results=include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
+        include_results=g.include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
         top_p=req.top_p, sources=past.sources)
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
-               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=thread_id,
-               conversation_id=conversation_id)
+               memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=g.thread_id,
+               conversation_id=g.conversation_id)
 
 
-def _profile_and_defaults(settings: Settings, tenant_id: str,
+def _profile_and_defaults(conn: psycopg.Connection, tenant_id: str,
                           body: dict[str, Any]) -> tuple[agents.Agent | None, dict[str, Any] | None]:
-    """The agent profile the request names (``agent``) and the tenant's memory defaults, in one connection.
+    """The agent profile the request names (``agent``) and the tenant's memory defaults.
 
     Raises:
         InvalidRequestError: a malformed agent id. NotFoundError: no such agent for this tenant.
@@ -255,9 +302,8 @@ def _profile_and_defaults(settings: Settings, tenant_id: str,
     agent_id = body.get("agent")
     if agent_id is not None and isinstance(agent_id, str):
         ids.validate_id(agent_id, ids.AGENT, param="agent")
-    with tenant_connection(settings, tenant_id) as conn:
-        profile = agents.get(conn, tenant_id, agent_id, param="agent") if isinstance(agent_id, str) else None
-        return profile, tenants.memory_defaults(conn, tenant_id)
+    profile = agents.get(conn, tenant_id, agent_id, param="agent") if isinstance(agent_id, str) else None
+    return profile, tenants.memory_defaults(conn, tenant_id)
 
 
 def _last_user_text(input_items: list[dict[str, Any]]) -> str:
@@ -268,8 +314,8 @@ def _last_user_text(input_items: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _continued(settings: Settings, tenant_id: str, previous_response_id: str | None, conversation_id: str | None,
-               new_items: list[dict[str, Any]]) -> Chain | None:
+def _continued(conn: psycopg.Connection, tenant_id: str, previous_response_id: str | None,
+               conversation_id: str | None, new_items: list[dict[str, Any]]) -> Chain | None:
     """The turns a request continues: its conversation's or its ``previous_response_id`` chain (None: neither).
 
     Raises:
@@ -277,11 +323,9 @@ def _continued(settings: Settings, tenant_id: str, previous_response_id: str | N
         InvalidRequestError: (400) an input item reusing the id of a conversation's item.
     """
     if conversation_id is not None:
-        with tenant_connection(settings, tenant_id) as conn:
-            return conversations.load_chain(conn, tenant_id, conversation_id, new_items)
+        return conversations.load_chain(conn, tenant_id, conversation_id, new_items)
     if previous_response_id is not None:
-        with tenant_connection(settings, tenant_id) as conn:
-            return chains.load(conn, tenant_id, previous_response_id)
+        return chains.load(conn, tenant_id, previous_response_id)
     return None
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+
 from chalicelib import deps, ids, observability
 from chalicelib.chat.base import ToolSpec
 from chalicelib.config import Settings
@@ -66,9 +68,10 @@ class FileSearch:
                  "attributes": h.attributes} for h in hits]
 
 
-def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: int) -> FileSearch:
+def prepare(conn: psycopg.Connection, settings: Settings, tenant_id: str, tool: FileSearchTool, *,
+            index: int) -> FileSearch:
     """Check a request's ``file_search`` tool (``tools[index]``) against the tenant's stores (and stores other
-    tenants shared, which any tenant may search).
+    tenants shared, which any tenant may search), on the request's tenant connection ``conn``.
 
     Raises:
         InvalidRequestError: (400) a malformed store id, an expired store, a store of another embedding model,
@@ -82,16 +85,15 @@ def prepare(settings: Settings, tenant_id: str, tool: FileSearchTool, *, index: 
     compile_filter(tool.filters, param=param_path("tools", index, "filters"))
     embedder = deps.embedder(settings)
     stores = []
-    with tenant_connection(settings, tenant_id) as conn:
-        for store_id in dict.fromkeys(tool.vector_store_ids):
-            try:
-                store = vector_stores.get(conn, tenant_id, store_id, shared=True)
-                vector_stores.require_active(store, datetime.now(UTC))
-                vector_stores.check_embedding(store, embedder.model, embedder.dimension)
-            except (NotFoundError, InvalidRequestError) as exc:
-                param = param_path(field, tool.vector_store_ids.index(store_id))
-                raise type(exc)(exc.message, param=param, code=exc.code) from None
-            stores.append(store)
+    for store_id in dict.fromkeys(tool.vector_store_ids):
+        try:
+            store = vector_stores.get(conn, tenant_id, store_id, shared=True)
+            vector_stores.require_active(store, datetime.now(UTC))
+            vector_stores.check_embedding(store, embedder.model, embedder.dimension)
+        except (NotFoundError, InvalidRequestError) as exc:
+            param = param_path(field, tool.vector_store_ids.index(store_id))
+            raise type(exc)(exc.message, param=param, code=exc.code) from None
+        stores.append(store)
     ranking = tool.ranking_options
     options = RankingOptions()
     if ranking is not None:

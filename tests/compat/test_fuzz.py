@@ -22,7 +22,9 @@ generated request can legitimately write, by construction:
   before anything is written, the ``Idempotency-Key`` included); updates, restores and deletes of a memory only
   ever name memories that do not exist;
 - the mem0 adapter's add (``POST /mem0/v3/memories/add``) carries an invalid ``user_id``; its get_all and search
-  are read-only;
+  are read-only; its entity purge (``DELETE /mem0/v2/entities/{type}/{id}``), batch update and delete, feedback
+  and profile generation only ever name memories and users that do not exist (the real ones' ids are made at run
+  time); its deliberate refusals write nothing whatever they are sent;
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -81,7 +83,8 @@ REAL_STORE_OK = {
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
             "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
-            "item_id": ids.MESSAGE}
+            "item_id": ids.MESSAGE, "entity_type": "user", "entity_id": "ent_", "org_id": "org_",
+            "project_id": "proj_", "webhook_id": ""}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -104,7 +107,19 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
         ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
         ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
-        ("DELETE", "/mem0/v1/memories"),
+        ("DELETE", "/mem0/v1/memories"), ("DELETE", "/mem0/v2/entities/{entity_type}/{entity_id}"),
+        ("PUT", "/mem0/v1/batch"), ("DELETE", "/mem0/v1/batch"), ("POST", "/mem0/v1/feedback"),
+        ("POST", "/mem0/v2/profiles/jobs"),
+        # mem0's deliberate refusals (400 whatever they are sent)
+        ("POST", "/mem0/v2/profiles/settings"), ("POST", "/mem0/v1/exports"), ("POST", "/mem0/v1/exports/get"),
+        ("POST", "/mem0/v1/summary"), ("POST", "/mem0/api/v1/orgs/organizations/{org_id}/projects"),
+        ("PATCH", "/mem0/api/v1/orgs/organizations/{org_id}/projects/{project_id}"),
+        ("DELETE", "/mem0/api/v1/orgs/organizations/{org_id}/projects/{project_id}"),
+        ("POST", "/mem0/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members"),
+        ("PUT", "/mem0/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members"),
+        ("DELETE", "/mem0/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members"),
+        ("POST", "/mem0/api/v1/webhooks/projects/{project_id}"), ("PUT", "/mem0/api/v1/webhooks/{webhook_id}"),
+        ("DELETE", "/mem0/api/v1/webhooks/{webhook_id}"),
         ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
         ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
         ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}")} == WRITES

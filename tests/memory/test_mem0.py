@@ -230,7 +230,7 @@ def test_queued_add_is_an_event_to_poll(mem0, fake, configure):
     (lambda c: c.delete_all(user_id="*"), "Name a scope"),
     (lambda c: c.search("x", filters={"user_id": "a"}, categories=["food"]), "categories"),
     (lambda c: c.get_all(filters={"user_id": "a"}, show_expired=True), "show_expired"),
-    (lambda c: c.get("vs_not_a_memory"), "memory_id"),
+    (lambda c: c.get("not an id!"), "memory_id"),
 ])
 def test_unsupported_requests_are_400s_that_say_why(mem0, call, words):
     client = mem0("errors")
@@ -256,6 +256,9 @@ def test_client_errors_map_to_mem0_exceptions(mem0_host, make_key):
     client = MemoryClient(api_key=make_key("exceptions"), host=mem0_host)
     with pytest.raises(MemoryNotFoundError):
         client.update("mem_" + "0" * 26, text="anything")
+    for foreign in ("vs_not_a_memory", "6f0e8c2a-7f3d-4b8e-9a55-0c1d2e3f4a5b"):  # well formed, not Engram's: 404
+        with pytest.raises(MemoryNotFoundError):
+            client.get(foreign)
     client.client.headers["Authorization"] = "Token sk-engram-revoked-or-never-was"
     with pytest.raises(AuthenticationError):
         client.get_all(filters={"user_id": "a"})

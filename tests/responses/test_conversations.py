@@ -12,6 +12,7 @@ import openai
 import psycopg
 import pytest
 
+from chalicelib.chat import prompts
 from chalicelib.responses import conversations, history, summarize
 from chalicelib.responses import conversations_store as cstore
 from chalicelib.responses.turns import Turn
@@ -323,13 +324,13 @@ def test_conversation_with_previous_response_id_is_refused(client, fake):
 def summarizer(fake):
     """The fake answers summarization requests with SUMMARY; everything else comes from its queue."""
     fake.responder = lambda body: (text(SUMMARY, usage=(40, 10))
-                                   if body["messages"][0]["content"] == summarize.PROMPT else None)
+                                   if body["messages"][0]["content"] == prompts.CONVERSATION_SUMMARY.system else None)
     yield
     fake.responder = None
 
 
 def _is_summary(body: dict) -> bool:
-    return body["messages"][0]["content"] == summarize.PROMPT
+    return body["messages"][0]["content"] == prompts.CONVERSATION_SUMMARY.system
 
 
 def test_long_conversations_are_summarized_once_and_the_summary_reused(client, fake, configure, summarizer,

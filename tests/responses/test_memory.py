@@ -17,9 +17,9 @@ import httpx
 import openai
 import pytest
 
-from chalicelib import deps
-from chalicelib.memory import add_jobs
-from chalicelib.store.db import connect, tenant_connection
+from chalicelib import deps, memory
+from chalicelib.dispatch.port import Delivery
+from chalicelib.store.db import connect
 from tests.fakes.chat_server import text
 
 MEMORY_MODEL = "fake-memory-model"
@@ -141,9 +141,8 @@ def test_remember_stores_the_exchange_and_extracts_once(lenient, strict, fake, c
     assert [m["memory"] for m in memories] == ["Dana is allergic to peanuts"]
     assert memories[0]["source"] == {"kind": "response", "id": r.id}
     # a redelivered job extracts nothing twice
-    with tenant_connection(deps.current_settings(), "remember") as conn:
-        assert add_jobs.run(conn, deps.current_settings(), "remember", job_id,
-                            embedder=deps.embedder()) == "duplicate"
+    delivery = Delivery(settings=deps.current_settings(), dispatcher=deps.dispatcher())
+    assert memory.handle_add_job(memory.AddJobMessage(tenant="remember", job_id=job_id), delivery) == "duplicate"
     assert len(http.get("/memories", params={"user_id": "dana"}).json()["data"]) == 1
     # the next turn recalls the memory and the earlier exchange
     fake.responder = None

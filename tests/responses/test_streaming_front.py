@@ -142,3 +142,11 @@ def test_a_generator_that_breaks_ends_with_an_error_event_not_a_cut_off():
     assert blocks[0].startswith(b"event: response.created\n")
     assert blocks[1].startswith(b"event: error\n") and b"secret" not in blocks[1]
     assert b'"sequence_number":1' in blocks[1] and b'"code":"server_error"' in blocks[1]
+
+
+def test_standalone_front_refuses_query_parameters_like_the_api(front, make_key, fake):
+    body = {"model": "fake-model", "input": "hi", "stream": True}
+    typo = httpx.post(f"{front}/responses", params={"strem": "true"}, json=body,
+                      headers={"Authorization": f"Bearer {make_key('acme')}"})
+    assert typo.status_code == 400 and typo.json()["error"]["code"] == "unknown_parameter"
+    assert typo.json()["error"]["param"] == "strem" and fake.requests == []

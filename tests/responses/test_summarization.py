@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from chalicelib.chat import prompts
 from chalicelib.jobs import runner
 from chalicelib.responses import chain as chains
 from chalicelib.responses import history, store, summarize
@@ -18,7 +19,7 @@ SUMMARY = "SUMMARY: the user is Ada, a lighthouse keeper on Skerry Rock."
 
 
 def _is_summary_request(body: dict) -> bool:
-    return body["messages"][0]["content"] == summarize.PROMPT
+    return body["messages"][0]["content"] == prompts.CONVERSATION_SUMMARY.system
 
 
 @pytest.fixture()

@@ -12,6 +12,7 @@ from chalice.app import Response
 from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.api.routes.common import respond
 
 bp = Blueprint(__name__)
@@ -33,6 +34,7 @@ def create_conversation() -> Response:
 
 
 @bp.route("/conversations", methods=["GET"])
+@accepts(*PAGE)
 def list_conversations() -> dict:
     """Engram's: a cursor page of the tenant's conversations (``limit``, ``order`` default ``desc``, ``after``,
     ``before``)."""
@@ -61,6 +63,7 @@ def delete_conversation(conversation_id: str) -> Response:
 
 
 @bp.route("/conversations/{conversation_id}/items", methods=["GET"])
+@accepts("limit", "order", "after", "include")
 def list_items(conversation_id: str) -> dict:
     """``conversations.items.list(id, after=, include=, limit=, order=)`` → a cursor page (default ``desc``)."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100, before=False)
@@ -70,6 +73,7 @@ def list_items(conversation_id: str) -> dict:
 
 
 @bp.route("/conversations/{conversation_id}/items", methods=["POST"])
+@accepts("include")
 def create_items(conversation_id: str) -> dict:
     """``conversations.items.create(id, items=, include=)`` → the list of items added."""
     body = request.json_body(bp.current_request)
@@ -79,6 +83,7 @@ def create_items(conversation_id: str) -> dict:
 
 
 @bp.route("/conversations/{conversation_id}/items/{item_id}", methods=["GET"])
+@accepts("include")
 def retrieve_item(conversation_id: str, item_id: str) -> Response:
     """``conversations.items.retrieve(item_id, conversation_id=, include=)``."""
     return respond(_conversations().retrieve_item(deps.current_settings(), current_tenant(), conversation_id,

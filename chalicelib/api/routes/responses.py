@@ -13,6 +13,7 @@ from chalice.app import Response
 from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant
+from chalicelib.api.query import PAGE, accepts
 from chalicelib.api.routes.common import respond
 
 bp = Blueprint(__name__)
@@ -53,6 +54,7 @@ def create_response() -> Response:
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])
+@accepts("include", "include_obfuscation")
 def retrieve_response(response_id: str) -> Response:
     """``responses.retrieve(id, include=)``."""
     return respond(_service().retrieve(deps.current_settings(), current_tenant(), response_id, include=_include()))
@@ -65,6 +67,7 @@ def delete_response(response_id: str) -> Response:
 
 
 @bp.route("/responses/{response_id}/input_items", methods=["GET"])
+@accepts(*PAGE, "include")
 def list_input_items(response_id: str) -> dict:
     """``responses.input_items.list(id, limit=, order=, after=, include=)`` → a cursor page (default ``desc``)."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
