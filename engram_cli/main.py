@@ -144,15 +144,18 @@ def search(query: str = typer.Argument(..., help="What to look for."), store: st
 
 
 @app.command()
-def stats(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; drop-folder
-    errors (the tenant's, and those of objects no tenant owns — a key outside any tenant's prefix — each
-    labelled)."""
+def stats(as_json: bool = typer.Option(False, "--json"),
+          operator: bool = typer.Option(False, "--operator",
+                                        help="Also the drop errors of keys naming no tenant (they may name other "
+                                             "tenants' stores and files: the operator's view only).")) -> None:
+    """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; the tenant's
+    drop-folder errors (with ``--operator``, also those of objects no tenant owns — a key outside any tenant's
+    prefix — each labelled)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
         data = service.stats(conn)
-        data["drop_errors"] = drop_errors.recent(conn, data["tenant"])
+        data["drop_errors"] = drop_errors.recent(conn, data["tenant"], unowned=operator)
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -207,7 +210,13 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
     database = "DATABASE_URL" if config.database_url else f"embedded ({config.data_dir})"
     console.print(f"[bold]Engram demo[/]: database {database}, "
                   f"embedder {config.embedding_provider}:{config.embedding_model}")
-    services = run.start_services(config, aws_port=aws_port, workers=workers)
+    from engram_cli.local.stack import StackRunningError
+
+    try:
+        services = run.start_services(config, aws_port=aws_port, workers=workers)
+    except (OSError, StackRunningError) as exc:
+        err_console.print(f"[bold red]error[/]: {exc}")
+        raise typer.Exit(code=2) from None
     try:
         state = services.state
         with deps.connect() as conn:  # drops never create tenants; the CLI's own tenant is created as ingest does
@@ -260,11 +269,12 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to lis
     notification, the DSN secret), the event pump feeding the Chalice handlers, and the OpenAI-compatible API
     (and GET /health)."""
     from engram_cli.local import run
+    from engram_cli.local.stack import StackRunningError
 
     config = settings()
     try:
         services = run.start_services(config, aws_port=aws_port, workers=workers, pump=pump)
-    except OSError as exc:
+    except (OSError, StackRunningError) as exc:
         err_console.print(f"[bold red]error[/]: {exc}")
         raise typer.Exit(code=2) from None
     try:

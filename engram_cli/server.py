@@ -64,26 +64,84 @@ def _request_handler_cls():
         disable_nagle_algorithm = True
         _buffered_body: bytes | None = None  # a POST body already read by do_POST, for Chalice's _parse_payload
 
+        # Seconds a read of the request may wait for the client's next bytes (a body shorter than announced, a
+        # stalled upload); then the request is answered 400 and the connection closed, nothing acted on.
+        timeout = READ_TIMEOUT_S
+
         def do_POST(self) -> None:
             # Chalice's local gateway buffers whole answers; a streamed Responses request goes to the streaming
             # front instead (events written as they are produced, chunked), everything else on through Chalice.
-            length = self._content_length()
-            if length is None:
+            body = self._read_body()
+            if body is None:
                 return
-            body = self.rfile.read(length) if length > 0 else b""
             if streaming_front.wants_stream(self.command, self.path, body):
-                self._stream(streaming_front.handle(self.command, self.path, dict(self.headers), body))
+                query = self.path.split("?", 1)[1] if "?" in self.path else ""
+                self._stream(streaming_front.handle(self.command, self.path, dict(self.headers), body, query))
                 return
             self._buffered_body = body
             self._generic_handle()
 
         def _generic_handle(self) -> None:
             if self._buffered_body is None and self.command != "POST":
+                body = self._read_body()
+                if body is None:
+                    return
+                self._buffered_body = body
+            super()._generic_handle()
+
+        def _read_body(self) -> bytes | None:
+            """The whole request body — by ``Content-Length``, or decoded from ``Transfer-Encoding: chunked`` — or
+            None after answering 400 (a malformed length or chunk, a body that ends before what it announced, a
+            stalled client) or 413 (over ``settings.max_request_bytes``): a request is never acted on half-read.
+            The connection is closed after such an answer (its stream position is unknown)."""
+            limit = deps.current_settings().max_request_bytes
+            try:
+                if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+                    return self._read_chunked(limit)
                 length = self._content_length()
                 if length is None:
-                    return
-                self._buffered_body = self.rfile.read(length) if length > 0 else b""
-            super()._generic_handle()
+                    return None
+                if length > limit:
+                    self._refuse(413, f"Request body is {length:,} bytes; the limit is {limit:,} bytes.")
+                    return None
+                body = self.rfile.read(length) if length > 0 else b""
+            except TimeoutError:
+                self._refuse(400, f"The request body did not arrive within {READ_TIMEOUT_S:g} s.")
+                return None
+            if len(body) < length:
+                self._refuse(400, f"The request body ended after {len(body):,} of the {length:,} bytes its "
+                                         "Content-Length announced.")
+                return None
+            return body
+
+        def _read_chunked(self, limit: int) -> bytes | None:
+            """A chunked body (RFC 9112 §7.1), trailers skipped; None after answering 400/413."""
+            pieces: list[bytes] = []
+            size_read = 0
+            while True:
+                line = self.rfile.readline(1026)
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    self._refuse(400, "Malformed chunked request body.")
+                    return None
+                if size == 0:
+                    while self.rfile.readline(8194) not in (b"\r\n", b"\n", b""):
+                        pass  # trailer fields
+                    return b"".join(pieces)
+                size_read += size
+                if size_read > limit:
+                    self._refuse(413, f"Request body is over the limit of {limit:,} bytes.")
+                    return None
+                piece = self.rfile.read(size)
+                if len(piece) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                    self._refuse(400, "The chunked request body ended before its last chunk.")
+                    return None
+                pieces.append(piece)
+
+        def _refuse(self, status: int, message: str) -> None:
+            self.close_connection = True
+            self._envelope(status, message)
 
         do_GET = do_PUT = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 
@@ -159,6 +217,10 @@ def _request_handler_cls():
             super()._send_error_response(error)
 
     return RequestHandler
+
+
+# Seconds a request's read may wait for the client (see the handler's ``timeout``).
+READ_TIMEOUT_S = 30.0
 
 
 def _warm_up(settings: Settings) -> None:

@@ -265,8 +265,8 @@ def test_limits_apply_to_real_pdfs() -> None:
     data = (DOCS / "pdfjs_pdkids.pdf").read_bytes()
     with pytest.raises(DocumentError, match="more than 10 pages"):
         parse_quickly(data, "pdkids.pdf", ParseLimits(max_pages=10))
-    with pytest.raises(DocumentError, match="longer than"):
-        parse_quickly(data, "pdkids.pdf", ParseLimits(timeout_s=0.1))
+    with pytest.raises(DocumentError, match="of CPU time"):
+        parse_quickly(data, "pdkids.pdf", ParseLimits(timeout_s=0.01))
     with pytest.raises(DocumentError, match="characters"):
         parse_quickly(data, "pdkids.pdf", ParseLimits(max_chars=1000))
     with pytest.raises(DocumentError, match="bytes"):
@@ -626,3 +626,57 @@ if given is not None:
             assert exc.code == "invalid_file"
         else:
             assert_clean(document.text)
+
+
+def test_the_parse_budget_counts_the_parsers_own_cpu_time_not_the_machines_load() -> None:
+    """CPU-seconds of the parsing thread are the budget: waiting (a busy machine: another thread or process has
+    the CPU) spends none of it, and only the much longer wall-clock cap stops such a parse — with the retryable
+    ParseContentionError, never a refusal of the file."""
+    import threading
+    import time
+
+    from chalicelib.errors import UpstreamTimeoutError
+    from chalicelib.ingest.parse.limits import Deadline, ParseContentionError
+
+    waiting = Deadline(0.05, "busy.pdf", wall_timeout_s=0.3)
+    time.sleep(0.2)  # not this thread's CPU
+    waiting.check()
+    assert waiting.cpu_s() < 0.05
+    time.sleep(0.15)
+    with pytest.raises(ParseContentionError, match="busy machine") as raised:
+        waiting.check()
+    assert isinstance(raised.value, UpstreamTimeoutError) and not isinstance(raised.value, DocumentError)
+
+    working = Deadline(0.05, "hard.pdf", wall_timeout_s=60)
+    spin = time.monotonic() + 5
+    with pytest.raises(DocumentError, match="CPU time"):
+        while time.monotonic() < spin:
+            working.check()
+    assert working.cpu_s() > 0.05
+
+    # another thread's work is not this parse's: the budget holds while a neighbour burns CPU
+    stop = threading.Event()
+
+    def burn() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    neighbour = threading.Thread(target=burn, daemon=True)
+    neighbour.start()
+    try:
+        shared = Deadline(0.2, "calm.pdf", wall_timeout_s=60)
+        time.sleep(0.3)
+        shared.check()
+    finally:
+        stop.set()
+        neighbour.join(5)
+
+
+@requires_docs
+def test_contention_is_not_a_damaged_file() -> None:
+    """A format module's own broad ``except`` never turns the contention error into a refusal of the file."""
+    from chalicelib.ingest.parse.limits import ParseContentionError
+
+    data = (DOCS / "pdfjs_pdkids.pdf").read_bytes()
+    with pytest.raises(ParseContentionError):
+        parse_quickly(data, "pdkids.pdf", ParseLimits(timeout_s=60, wall_timeout_s=0.0))

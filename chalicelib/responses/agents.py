@@ -68,7 +68,8 @@ def _params(tenant_id: str, agent_id: str, values: dict[str, Any]) -> dict[str, 
 
 def check_tools(conn: psycopg.Connection, tenant_id: str, tools: list[dict[str, Any]] | None) -> None:
     """Check a profile's tools as ``POST /v1/responses`` would, and that every vector store its ``file_search``
-    names exists for the tenant (a stored profile can always be used).
+    names exists for the tenant — its own, or one another tenant shared, which ``file_search`` may search as well
+    (a stored profile can always be used).
 
     Raises:
         InvalidRequestError: a malformed tool (``param`` ``tools.<i>...``) or vector store id.
@@ -83,7 +84,7 @@ def check_tools(conn: psycopg.Connection, tenant_id: str, tools: list[dict[str, 
                 param = f"tools.{i}.vector_store_ids.{j}"
                 ids.validate_id(store_id, ids.VECTOR_STORE, param=param)
                 try:
-                    vector_stores.get(conn, tenant_id, store_id)
+                    vector_stores.get(conn, tenant_id, store_id, shared=True)
                 except NotFoundError as exc:
                     raise NotFoundError(exc.message, param=param) from None
 

@@ -21,11 +21,12 @@ _INSERT = """
 INSERT INTO drop_errors (tenant_id, bucket, key, event, code, message)
 VALUES (%(tenant)s, %(bucket)s, %(key)s, %(event)s, %(code)s, %(message)s)
 ON CONFLICT (bucket, key, event, code) DO NOTHING"""
-# The tenant's errors, and (for the operator's owner connection) errors of keys that name no existing tenant.
+# The tenant's errors; with %(unowned)s (the operator's view) also those of keys that name no existing tenant
+# (such a key names another tenant's prefix, store and file names: never shown in a tenant's view).
 _RECENT = """
 SELECT tenant_id, bucket, key, code, message, created_at FROM drop_errors e
-WHERE e.tenant_id = %(tenant)s OR e.tenant_id IS NULL
-   OR NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id)
+WHERE e.tenant_id = %(tenant)s
+   OR (%(unowned)s AND (e.tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id)))
 ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
 _COUNT = "SELECT count(*) FROM drop_errors WHERE bucket = %(bucket)s AND key = %(key)s"
 
@@ -38,10 +39,12 @@ def record(conn: psycopg.Connection, *, tenant_id: str | None, bucket: str, key:
                            "code": code, "message": message[:2000]})
 
 
-def recent(conn: psycopg.Connection, tenant_id: str, limit: int = RECENT_LIMIT) -> list[dict[str, object]]:
-    """The newest errors visible for ``tenant_id``: ``[{"tenant", "bucket", "key", "code", "message",
-    "created_at" (Unix seconds)}]``, newest first."""
-    rows = conn.execute(_RECENT, {"tenant": tenant_id, "limit": limit}).fetchall()
+def recent(conn: psycopg.Connection, tenant_id: str, limit: int = RECENT_LIMIT, *,
+           unowned: bool = False) -> list[dict[str, object]]:
+    """The tenant's newest errors — with ``unowned`` (the operator's view, on the owner's connection) also those of
+    keys naming no existing tenant: ``[{"tenant", "bucket", "key", "code", "message", "created_at" (Unix
+    seconds)}]``, newest first."""
+    rows = conn.execute(_RECENT, {"tenant": tenant_id, "limit": limit, "unowned": unowned}).fetchall()
     return [{"tenant": t, "bucket": b, "key": k, "code": c, "message": m, "created_at": _seconds(at)}
             for t, b, k, c, m, at in rows]
 

@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from chalicelib.config import ENV_MAX_FILE_BYTES
 from chalicelib.errors import InvalidRequestError
 
 __all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "drop_folder_enabled", "limits", "max_file_bytes",
-           "memory_defaults", "set_drop_folder", "set_limits", "set_memory_defaults"]
+           "memory_defaults", "raise_hint", "set_drop_folder", "set_limits", "set_memory_defaults"]
 
 _GET = "SELECT memory_defaults FROM tenants WHERE id = %s"
 _GET_LIMITS = "SELECT limits FROM tenants WHERE id = %s"
@@ -54,14 +55,18 @@ def set_drop_folder(conn: psycopg.Connection, tenant_id: str, enabled: bool) -> 
 @dataclass(frozen=True, slots=True)
 class TenantLimits:
     """A tenant's limits (seed 000, "Data Retention"; seed 002 §1 for the working-memory TTL). Knowledge:
-    ``max_storage_bytes`` over all its vector stores, ``max_files_per_store``, ``max_file_size_bytes``. Memory:
-    ``max_entries`` active memories (beyond it the lowest-value ones are archived, never deleted),
-    ``auto_archive_days`` without access before a memory is archived, ``working_ttl_s`` seconds a working memory
-    lives unless its write says otherwise, ``expired_retention_days`` an expired memory is kept before deletion."""
+    ``max_storage_bytes`` over all its vector stores, ``max_files_per_store``, ``max_file_size_bytes`` — by default
+    OpenAI's own (API reference: a file "can be up to 512 MB", "each project can store up to 2.5 TB of files in
+    total", a vector store created since November 2025 holds up to 100,000,000 files), the service-wide
+    ``ENGRAM_MAX_FILE_BYTES`` applying too. Memory: ``max_entries`` active memories (beyond it the lowest-value
+    ones are archived, never deleted), ``auto_archive_days`` without access before a memory is archived,
+    ``working_ttl_s`` seconds a working memory lives unless its write says otherwise, ``expired_retention_days``
+    an expired memory is kept before deletion. An operator changes them with ``engram tenants limits TENANT --set
+    NAME=VALUE`` (:func:`raise_hint`)."""
 
-    max_storage_bytes: int = 10 * 1024**3
-    max_files_per_store: int = 1000
-    max_file_size_bytes: int = 50 * 1024**2
+    max_storage_bytes: int = 2_500 * 1000**3
+    max_files_per_store: int = 100_000_000
+    max_file_size_bytes: int = 512 * 1024**2
     max_entries: int = 10_000
     auto_archive_days: int = 180
     working_ttl_s: int = 24 * 3600
@@ -110,13 +115,20 @@ _STORE_FILES = """SELECT count(*) FROM vector_store_files WHERE tenant_id = %(te
 AND file_id <> ALL(%(files)s)"""
 
 
+def raise_hint(tenant_id: str, name: str) -> str:
+    """How an operator raises the tenant's limit ``name`` (a sentence for error messages)."""
+    return f"An operator raises it with `engram tenants limits {tenant_id} --set {name}=<value>`."
+
+
 def max_file_bytes(conn: psycopg.Connection, tenant_id: str, service_max: int) -> tuple[int, str]:
     """The largest file the tenant may upload: ``(bytes, what sets it)`` — the smaller of the service's
-    ``ENGRAM_MAX_FILE_BYTES`` and the tenant's ``max_file_size_bytes``."""
+    ``ENGRAM_MAX_FILE_BYTES`` and the tenant's ``max_file_size_bytes``; "what sets it" names the setting and how
+    to raise it."""
     tenant_max = limits(conn, tenant_id).max_file_size_bytes
     if tenant_max < service_max:
-        return tenant_max, "the tenant's max_file_size_bytes limit"
-    return service_max, "the service's limit"
+        return tenant_max, (f"the tenant's max_file_size_bytes limit ({raise_hint(tenant_id, 'max_file_size_bytes')}"
+                            ")")
+    return service_max, f"the service's limit ({ENV_MAX_FILE_BYTES}, OpenAI's 512 MB by default)"
 
 
 def check_store_capacity(conn: psycopg.Connection, tenant_id: str, store_id: str, file_ids: list[str],
@@ -134,10 +146,12 @@ def check_store_capacity(conn: psycopg.Connection, tenant_id: str, store_id: str
     if files + len(file_ids) > current.max_files_per_store:
         raise InvalidRequestError(
             f"The vector store would hold {files + len(file_ids):,} files; the tenant's max_files_per_store limit "
-            f"is {current.max_files_per_store:,}.", param=param, code="too_many_files")
+            f"is {current.max_files_per_store:,}. {raise_hint(tenant_id, 'max_files_per_store')}", param=param,
+            code="too_many_files")
     row = conn.execute(_USAGE, (tenant_id,)).fetchone()
     used = int(row[0]) if row else 0
     if used + new_bytes > current.max_storage_bytes:
         raise InvalidRequestError(
             f"The tenant's vector stores would use {used + new_bytes:,} bytes; its max_storage_bytes limit is "
-            f"{current.max_storage_bytes:,}.", param=param, code="storage_limit_exceeded")
+            f"{current.max_storage_bytes:,}. {raise_hint(tenant_id, 'max_storage_bytes')}", param=param,
+            code="storage_limit_exceeded")

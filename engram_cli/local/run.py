@@ -114,6 +114,7 @@ class LocalServices:
         from engram_cli import server
 
         self.api = server.start(config_module.settings(), host=host, port=port, worker_threads=0)
+        self.stack.record_api(self.api.url)
         return self.api
 
     def stop(self) -> None:

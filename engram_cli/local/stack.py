@@ -12,6 +12,7 @@ on the same data directory. Queued messages are not kept: the work they carried 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -23,6 +24,9 @@ from typing import Any
 # LocalStack's well-known edge port, so tools configured for a local AWS endpoint find this one too.
 DEFAULT_PORT = 4566
 STATE_FILE = "local-stack.json"
+# Held (flock, exclusive) by the one stack running on a data folder for as long as its process lives: the kernel
+# releases it when the process ends, even by SIGKILL, so a crash never leaves the folder locked.
+LOCK_FILE = "local-stack.lock"
 OBJECTS_DIR = "s3"  # <data_dir>/s3/<bucket>/: the bucket's objects, kept across restarts
 DEFAULT_BUCKET = "engram-local"
 DLQ_SUFFIX = "-dlq"
@@ -45,7 +49,7 @@ class StackState:
     """A provisioned stack: ``endpoint`` (``http://127.0.0.1:4566``), ``region``, ``bucket``, ``queues`` (queue name
     → URL, dead-letter queues included), ``roles`` (role such as ``"ingest"`` → queue name), ``dead_letter``
     (source queue name → its DLQ name), ``notify_queue`` (the queue the bucket notifies), ``secret_arn`` (the DSN
-    secret, or None), ``pid`` of the process serving moto."""
+    secret, or None), ``pid`` of the process serving moto, ``api`` (the HTTP API's root once it serves)."""
 
     endpoint: str
     region: str
@@ -56,6 +60,7 @@ class StackState:
     notify_queue: str
     secret_arn: str | None = None
     pid: int = field(default_factory=os.getpid)
+    api: str | None = None  # the HTTP API's root (``http://127.0.0.1:8000/v1``) once it serves
 
     def queue_url(self, name: str) -> str:
         """The URL of queue ``name``.
@@ -222,20 +227,33 @@ class LocalStack:
                                             dsn=dsn)
         self._region, self._host, self._port = region, host, port
         self._server: Any = None
+        self._lock = FolderLock(self._data_dir)
         self.state: StackState | None = None
 
     def start(self) -> StackState:
-        """Start moto, provision, write the state file; returns the state.
+        """Take the data folder's lock, start moto, provision, write the state file; returns the state.
 
         Raises:
+            StackRunningError: another stack runs on the same data folder (its PID and addresses in the message).
             OSError: the port is taken (another stack, or LocalStack, is running).
         """
-        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-        from engram_cli.local import moto_fixes, s3_disk
+        from engram_cli.local import moto_fixes
 
         moto_fixes.apply()
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per SQS poll
+        self._lock.acquire()
+        try:
+            return self._start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _start(self) -> StackState:
+        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+        from engram_cli.local import s3_disk
+
         _check_port_free(self._host, self._port)
         self._server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
         self._server.start()
@@ -258,10 +276,11 @@ class LocalStack:
         return self.state
 
     def stop(self) -> None:
-        """Remove the state file (if it is still ours), restore the environment, stop the server."""
+        """Remove the state file (if it is still ours), restore the environment, stop the server, release the data
+        folder."""
         path = self._data_dir / STATE_FILE
-        try:
-            if json.loads(path.read_text()).get("pid") == os.getpid():
+        try:  # only the stack that wrote it (it started, and holds the folder) removes the state file
+            if self._lock.held and json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
         except (OSError, ValueError):
             pass
@@ -274,6 +293,13 @@ class LocalStack:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        self._lock.release()
+
+    def record_api(self, url: str) -> None:
+        """Note the HTTP API's root in the state file (``api``), for whoever finds the folder taken."""
+        if self.state is not None:
+            self.state = dataclasses.replace(self.state, api=url)
+            self.state.save(self._data_dir)
 
     @property
     def objects_dir(self) -> Path:
@@ -285,6 +311,62 @@ class LocalStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class StackRunningError(RuntimeError):
+    """Another stack already runs on this data folder (one stack per data folder); the message names its process
+    and addresses."""
+
+
+class FolderLock:
+    """The exclusive lock of one data folder (:data:`LOCK_FILE`, ``fcntl.flock``): held by the running stack, given
+    back by :meth:`release` or by the end of its process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = Path(data_dir) / LOCK_FILE
+        self._file: Any = None
+
+    def acquire(self) -> None:
+        """Take the lock, or refuse.
+
+        Raises:
+            StackRunningError: another process holds it; the message names that stack's PID and addresses.
+        """
+        import fcntl
+
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self._path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise StackRunningError(_running_message(self._path.parent)) from None
+        self._file = handle
+
+    @property
+    def held(self) -> bool:
+        """Whether this lock holds the folder."""
+        return self._file is not None
+
+    def release(self) -> None:
+        """Give the lock back (idempotent)."""
+        if self._file is not None:
+            self._file.close()  # closing the descriptor releases the flock
+            self._file = None
+
+
+def _running_message(data_dir: Path) -> str:
+    """Who holds ``data_dir``: the state file's PID and addresses when it can be read."""
+    try:
+        state = json.loads((data_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        state = {}
+    where = ", ".join(f"{label} {state[key]}" for key, label in (("endpoint", "AWS endpoint"), ("api", "API"))
+                      if state.get(key))
+    who = f"process {state['pid']}" if state.get("pid") else "another process"
+    return (f"An Engram stack already runs on the data folder {data_dir} ({who}{', ' + where if where else ''}). "
+            "One stack per data folder: stop that one first (Ctrl-C in its terminal), or give this one another "
+            "folder (ENGRAM_DATA_DIR).")
 
 
 def _check_port_free(host: str, port: int) -> None:

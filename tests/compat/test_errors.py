@@ -235,3 +235,51 @@ def test_client_errors_carry_x_should_retry_false(http, method, path, status):
     assert response.status_code == status
     assert response.headers.get("x-should-retry") == "false"
     _error(response)
+
+
+def _exchange(server, raw: bytes, *, half_close: bool) -> bytes:
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlsplit(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(raw)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)  # the client is done sending: the body is shorter than announced
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_a_body_shorter_than_its_content_length_is_refused_not_acted_on(server, client):
+    before = len(client.vector_stores.list().data)
+    key = client.api_key
+    body = b'{"name": "half-read"}'
+    raw = (b"POST /v1/vector_stores HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
+           + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body) + 50).encode() + b"\r\n\r\n"
+           + body)
+    reply = _exchange(server, raw, half_close=True)
+    head, _, answer = reply.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"400", reply[:300]
+    assert "ended after" in json.loads(answer)["error"]["message"]
+    assert len(client.vector_stores.list().data) == before  # nothing was created
+
+
+def test_a_chunked_body_is_read_whole(server, client):
+    key = client.api_key
+    body = b'{"name": "chunked-store", "metadata": {"via": "chunks"}}'
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:30], body[30:]))
+    raw = (b"POST /v1/vector_stores HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
+           + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+           + chunks + b"0\r\n\r\n")
+    reply = _exchange(server, raw, half_close=False)
+    head, _, answer = reply.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"200", reply[:400]
+    created = json.loads(answer)
+    assert created["name"] == "chunked-store" and created["metadata"] == {"via": "chunks"}
+    client.vector_stores.delete(created["id"])
+    broken = (b"POST /v1/vector_stores HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
+              + b"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+    head = _exchange(server, broken, half_close=True).partition(b"\r\n\r\n")[0]
+    assert head.split(b" ")[1] == b"400"

@@ -388,3 +388,22 @@ def test_sharing_needs_the_operator(api_settings, library):
         with pytest.raises(NotFoundError):
             vector_stores.set_shared(conn, "vs_doesnotexist", True)
         assert [s.id for s in vector_stores.list_shared(conn)] == [library.store_id]
+
+
+def test_an_agent_profile_may_name_a_shared_store_as_file_search_may(reader, library, api_settings, make_key):
+    """A shared store is usable wherever a store id is accepted for reading: a profile's ``file_search`` may name
+    it (the profile stores the id; searching it is what ``file_search`` already may do). Another tenant's unshared
+    store stays a 404, and the profile never lets the reader write to the shared one."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {make_key('reader')}"}
+    with httpx.Client(base_url=str(reader.base_url), headers=headers, timeout=30) as http:
+        tools = [{"type": "file_search", "vector_store_ids": [library.store_id]}]
+        created = http.post("/agents", json={"name": "glacier guide", "tools": tools})
+        assert created.status_code == 200, created.text
+        agent = created.json()
+        assert agent["tools"][0]["vector_store_ids"] == [library.store_id]
+        hidden = http.post("/agents", json={"name": "snoop", "tools": [
+            {"type": "file_search", "vector_store_ids": [library.unshared_id]}]})
+        assert hidden.status_code == 404 and hidden.json()["error"]["param"] == "tools.0.vector_store_ids.0"
+        assert http.delete(f"/agents/{agent['id']}").status_code == 200

@@ -265,7 +265,7 @@ def _pdf_with_payload(pages: list[list[str]], payload_bytes: int) -> bytes:
 
 @pytest.fixture()
 def big_files(api_settings):
-    """The tenant ``acme`` may upload files up to 100 MiB (its default limit is seed 000's 50 MB)."""
+    """The tenant ``acme`` may upload files up to 100 MiB (set explicitly; its default is OpenAI's 512 MB)."""
     from chalicelib.store import tenants
     from chalicelib.store.db import connect
 

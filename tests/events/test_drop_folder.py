@@ -270,11 +270,17 @@ def test_bad_keys_leave_visible_errors(harness, pipeline_settings, monkeypatch):
     config.settings.cache_clear()
     try:
         result = CliRunner().invoke(cli, ["stats", "--json"])
+        operator = CliRunner().invoke(cli, ["stats", "--json", "--operator"])
     finally:
         config.settings.cache_clear()
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and operator.exit_code == 0, result.output + operator.output
     shown = {e["key"]: e["code"] for e in json.loads(result.output)["drop_errors"]}
-    assert shown["nosuchtenant/store/a.txt"] == "unknown_tenant" and shown["acme/two-segments"] == "invalid_key"
+    # the tenant's view: its own errors only (a key naming no tenant may name another tenant's stores and files)
+    assert shown["acme/vs_0000000000doesnotexist/a.txt"] == "store_not_found"
+    assert "nosuchtenant/store/a.txt" not in shown and "acme/two-segments" not in shown  # no tenant named them
+    assert {e["tenant"] for e in json.loads(result.output)["drop_errors"]} == {"acme"}
+    everything = {e["key"]: e["code"] for e in json.loads(operator.output)["drop_errors"]}
+    assert everything["nosuchtenant/store/a.txt"] == "unknown_tenant" and everything["acme/two-segments"] == "invalid_key"
 
 
 def test_a_drop_naming_another_tenants_shared_store_is_refused(harness, pipeline_settings, hashing_embedder):

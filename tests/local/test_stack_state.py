@@ -53,3 +53,39 @@ def test_an_exporting_stack_restores_the_environment_on_stop(tmp_path, monkeypat
         stack.stop()
     assert os.environ["ENGRAM_BUCKET"] == "mine" and "ENGRAM_INGEST_QUEUE" not in os.environ
     assert "AWS_ENDPOINT_URL_SQS" not in os.environ
+
+
+def test_one_stack_per_data_folder(tmp_path):
+    """A second stack on a running stack's data folder refuses, naming the first's process and addresses, and
+    leaves the first's state file alone; once the first stops, the folder is free again. A second process is
+    refused the same way (the lock is the kernel's, per open file)."""
+    import subprocess
+    import sys
+
+    from engram_cli.local.stack import StackRunningError
+
+    first = LocalStack(tmp_path, queues={"ingest": "l-ingest"}, notify_queue="l-ingest", max_receives=2, port=0,
+                       bucket="locked")
+    state = first.start()
+    try:
+        first.record_api("http://127.0.0.1:8123/v1")
+        second = LocalStack(tmp_path, queues={"ingest": "l-ingest"}, notify_queue="l-ingest", max_receives=2,
+                            port=0, bucket="locked")
+        with pytest.raises(StackRunningError) as refused:
+            second.start()
+        message = str(refused.value)
+        assert f"process {os.getpid()}" in message and state.endpoint in message
+        assert "http://127.0.0.1:8123/v1" in message
+        second.stop()  # what `engram serve` does on the way out: the first's state file must survive it
+        assert json.loads((tmp_path / STATE_FILE).read_text())["endpoint"] == state.endpoint
+        code = ("import sys; from pathlib import Path; from engram_cli.local.stack import FolderLock, "
+                "StackRunningError\ntry:\n    FolderLock(Path(sys.argv[1])).acquire()\nexcept StackRunningError as e:"
+                "\n    print(e); sys.exit(3)")
+        other = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+        assert other.returncode == 3 and f"process {os.getpid()}" in other.stdout
+    finally:
+        first.stop()
+    again = LocalStack(tmp_path, queues={"ingest": "l-ingest"}, notify_queue="l-ingest", max_receives=2, port=0,
+                       bucket="locked")
+    again.start()
+    again.stop()

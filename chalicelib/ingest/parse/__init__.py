@@ -15,9 +15,9 @@ from pathlib import PurePosixPath
 from chalicelib.entrypoints import resolve
 from chalicelib.errors import DocumentError, UnsupportedFileError
 from chalicelib.ingest.document import ParsedDocument
-from chalicelib.ingest.parse.limits import ParseLimits, display_name
+from chalicelib.ingest.parse.limits import PASS_THROUGH, ParseContentionError, ParseLimits, display_name
 
-__all__ = ["SUPPORTED_EXTENSIONS", "ParseLimits", "parse_document"]
+__all__ = ["SUPPORTED_EXTENSIONS", "ParseContentionError", "ParseLimits", "parse_document"]
 
 Parser = Callable[[bytes, str, ParseLimits], ParsedDocument]
 
@@ -45,7 +45,7 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
     Args:
         data: the whole file, at most ``limits.max_bytes`` bytes.
         filename: the uploaded name; only its extension matters (and it appears in error messages).
-        limits: bounds on size, pages, characters, nesting and wall-clock seconds (see ``ParseLimits``).
+        limits: bounds on size, pages, characters, nesting and CPU/wall-clock seconds (see ``ParseLimits``).
 
     Returns:
         ``ParsedDocument`` whose ``text`` has paragraphs separated by blank lines, free of NUL and control
@@ -54,8 +54,10 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
     Raises:
         UnsupportedFileError: (``unsupported_file``) the extension is not in ``SUPPORTED_EXTENSIONS``.
         DocumentError: (``invalid_file``) the file is too big, damaged, password-protected, has no text layer,
-            is a zip bomb, nests too deeply, yields more than ``limits.max_chars`` characters, or takes longer
-            than ``limits.timeout_s`` seconds. Any exception from a parsing library is translated to this.
+            is a zip bomb, nests too deeply, yields more than ``limits.max_chars`` characters, or needs more than
+            ``limits.timeout_s`` CPU-seconds. Any exception from a parsing library is translated to this.
+        ParseContentionError: the parse passed ``limits.wall_timeout_s`` wall-clock seconds within its CPU budget
+            (a busy machine: retryable, see :mod:`chalicelib.ingest.parse.limits`).
     """
     name = display_name(filename)
     extension = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
@@ -69,7 +71,7 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
     parser: Parser = resolve(path)
     try:
         document = parser(data, filename, limits)
-    except DocumentError:
+    except PASS_THROUGH:
         raise
     except RecursionError as exc:
         raise DocumentError(f"{name} is nested too deeply to read") from exc

@@ -31,7 +31,7 @@ def parse_csv(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument
     exceeded.
     """
     text = decode_text(data, filename)
-    deadline = Deadline(limits.timeout_s, filename)
+    deadline = Deadline(limits.timeout_s, filename, limits.wall_timeout_s)
     budget = CharBudget(limits.max_chars, filename)
     dialect, has_header = _sniff(text[:_SNIFF_CHARS])
     lines: list[str] = []

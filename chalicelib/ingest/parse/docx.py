@@ -56,8 +56,8 @@ def parse_docx(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocumen
         document = Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises KeyError, ValueError, lxml errors, PackageNotFoundError ...
         raise DocumentError(f"{name} is not a readable {variant} document: {exc}") from exc
-    walker = _Walker(name, limits, Deadline(limits.timeout_s, filename), CharBudget(limits.max_chars, filename),
-                     story=document)
+    walker = _Walker(name, limits, Deadline(limits.timeout_s, filename, limits.wall_timeout_s),
+                     CharBudget(limits.max_chars, filename), story=document)
     blocks = walker.blocks(document.element.body, depth=0)
     return ParsedDocument(text=join_blocks([clean_text(block) for block in blocks]), parser="python-docx")
 

@@ -85,7 +85,7 @@ def parse_html(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocumen
     The walk is iterative, so nesting depth cannot exhaust the stack (``limits.max_nesting`` is not needed).
     Raises ``DocumentError`` (``invalid_file``) when the time or character limits are exceeded.
     """
-    deadline = Deadline(limits.timeout_s, filename)
+    deadline = Deadline(limits.timeout_s, filename, limits.wall_timeout_s)
     soup = BeautifulSoup(data, _PARSER)
     deadline.check()
     writer = _Writer(CharBudget(limits.max_chars, filename))

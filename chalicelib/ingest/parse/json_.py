@@ -27,7 +27,7 @@ def parse_json(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocumen
     name = display_name(filename)
     text = decode_text(data, filename)
     values = _load(text, name)
-    deadline = Deadline(limits.timeout_s, filename)
+    deadline = Deadline(limits.timeout_s, filename, limits.wall_timeout_s)
     budget = CharBudget(limits.max_chars, filename)
     blocks: list[str] = []
     for value in values:

@@ -1,11 +1,19 @@
-"""Bounds on the work one parse may do: sizes, counts, nesting and wall-clock time."""
+"""Bounds on the work one parse may do: sizes, counts, nesting and time.
+
+Time is the parser's own work: CPU seconds of the parsing thread (:func:`time.thread_time`), which a busy machine
+does not inflate — a 117-page PDF takes the same ~15 CPU-seconds alone or beside ten other jobs, while its
+wall-clock time grows with the load. Past :attr:`ParseLimits.timeout_s` CPU-seconds the file is refused for good
+(too large or too complex). A much longer wall-clock cap (:attr:`ParseLimits.wall_timeout_s`) stops a parse that
+the machine starves of CPU; that one is not the file's fault: :class:`ParseContentionError` is retryable (the
+queue delivers the file again later) and never fails the file on its own.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from chalicelib.errors import DocumentError
+from chalicelib.errors import DocumentError, UpstreamTimeoutError
 
 MIB = 1024 * 1024
 """Bytes in one mebibyte."""
@@ -31,8 +39,11 @@ class ParseLimits:
         max_zip_members: most members a DOCX zip may hold (default 10,000).
         max_nesting: deepest nesting followed in JSON values and DOCX tables-in-tables/text boxes (default 100
             levels). HTML is walked iteratively and needs no such bound.
-        timeout_s: wall-clock budget for one document, in seconds (default 120); checked between pages, rows
-            and elements, so one pathological unit of work may overrun it.
+        timeout_s: CPU budget for one document, in seconds of the parsing thread's CPU time (default 120); checked
+            between pages, rows and elements, so one pathological unit of work may overrun it.
+        wall_timeout_s: wall-clock cap for one document, in seconds (default 600: five times the CPU budget, so a
+            parse that is merely slowed down by other work still fits, and below the ingest function's 900 s);
+            hitting it raises the retryable :class:`ParseContentionError`, not a refusal.
     """
 
     max_bytes: int = 512 * MIB
@@ -44,6 +55,7 @@ class ParseLimits:
     max_zip_members: int = 10_000
     max_nesting: int = 100
     timeout_s: float = 120.0
+    wall_timeout_s: float = 600.0
 
 
 def display_name(filename: str, max_len: int = 120) -> str:
@@ -52,26 +64,53 @@ def display_name(filename: str, max_len: int = 120) -> str:
     return repr(name)
 
 
+class ParseContentionError(UpstreamTimeoutError):
+    """A parse ran past its wall-clock cap without spending its CPU budget: the machine was busy, the file is not
+    at fault. Retryable (the message is delivered again); the file is not failed for it."""
+
+
+# What a format module re-raises through its own broad ``except Exception`` (a damaged page must not hide these).
+PASS_THROUGH: tuple[type[Exception], ...] = (DocumentError, ParseContentionError)
+
+
 class Deadline:
-    """A wall-clock budget for one document (``time.monotonic`` seconds), checked cooperatively."""
+    """The time budget of one document, checked cooperatively (module docstring): ``timeout_s`` CPU-seconds of the
+    thread that created it, and a ``wall_timeout_s`` wall-clock cap (default five times the CPU budget)."""
 
-    __slots__ = ("_expires", "_timeout_s", "_name")
+    __slots__ = ("_cpu_start", "_timeout_s", "_wall_expires", "_wall_timeout_s", "_name")
 
-    def __init__(self, timeout_s: float, filename: str) -> None:
+    def __init__(self, timeout_s: float, filename: str, wall_timeout_s: float | None = None) -> None:
         self._timeout_s = timeout_s
-        self._expires = time.monotonic() + timeout_s
+        self._wall_timeout_s = wall_timeout_s if wall_timeout_s is not None else 5 * timeout_s
+        self._cpu_start = time.thread_time()
+        self._wall_expires = time.monotonic() + self._wall_timeout_s
         self._name = display_name(filename)
 
+    def cpu_s(self) -> float:
+        """CPU-seconds the parsing thread has spent since the deadline was set."""
+        return time.thread_time() - self._cpu_start
+
     def remaining(self) -> float:
-        """Seconds left before the budget runs out (negative once exceeded)."""
-        return self._expires - time.monotonic()
+        """CPU-seconds left before the budget runs out (negative once exceeded)."""
+        return self._timeout_s - self.cpu_s()
 
     def check(self) -> None:
-        """Raise ``DocumentError`` (``invalid_file``) if the budget is spent."""
-        if time.monotonic() > self._expires:
+        """Raise when the budget is spent.
+
+        Raises:
+            DocumentError: (``invalid_file``) the parser's own work passed ``timeout_s`` CPU-seconds: the file is
+                too large or too complex (final).
+            ParseContentionError: the wall-clock cap passed first: the machine is busy (retryable).
+        """
+        used = self.cpu_s()
+        if used > self._timeout_s:
             raise DocumentError(
-                f"{self._name} took longer than {self._timeout_s:g} s to parse; it is too large or too complex"
-            )
+                f"{self._name} needed more than {self._timeout_s:g} s of CPU time to parse; it is too large or too "
+                "complex")
+        if time.monotonic() > self._wall_expires:
+            raise ParseContentionError(
+                f"{self._name} was still parsing after {self._wall_timeout_s:g} s on a busy machine ({used:.1f} s of "
+                "CPU so far, within its budget); it will be retried.")
 
 
 class CharBudget:

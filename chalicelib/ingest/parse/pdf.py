@@ -39,7 +39,7 @@ def parse_pdf(data: bytes, filename: str, limits: ParseLimits) -> ParsedDocument
     supported), or exceeds ``limits`` (pages, characters, time).
     """
     name = display_name(filename)
-    deadline = Deadline(limits.timeout_s, filename)
+    deadline = Deadline(limits.timeout_s, filename, limits.wall_timeout_s)
     candidates: list[_Reading] = []
     pypdf_error: PdfUnreadable | None = None
     try:

@@ -17,8 +17,7 @@ from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pdfminer.pdfparser import PDFParser
 
-from chalicelib.errors import DocumentError
-from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits
+from chalicelib.ingest.parse.limits import PASS_THROUGH, CharBudget, Deadline, ParseLimits
 from chalicelib.ingest.parse.pdf_common import PdfPages, PdfUnreadable, password_error, too_many_pages_error
 
 
@@ -59,7 +58,7 @@ def extract_with_pdfminer(
             try:
                 interpreter.process_page(page)
                 text, images = _render(device.get_result())
-            except DocumentError:
+            except PASS_THROUGH:
                 raise
             except Exception:  # one bad page must not sink the document
                 failed += 1
@@ -67,7 +66,7 @@ def extract_with_pdfminer(
             budget.add(len(text))
             texts.append(text)
             has_images = has_images or images
-    except DocumentError:
+    except PASS_THROUGH:
         raise
     except Exception as exc:  # walking a damaged page tree
         raise PdfUnreadable(f"pdfminer: {type(exc).__name__}: {exc}") from exc

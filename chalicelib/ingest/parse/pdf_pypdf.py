@@ -9,7 +9,7 @@ import pypdf.errors
 from pypdf import PageObject, PasswordType, PdfReader
 
 from chalicelib.errors import DocumentError
-from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits
+from chalicelib.ingest.parse.limits import PASS_THROUGH, CharBudget, Deadline, ParseLimits
 from chalicelib.ingest.parse.pdf_common import PdfPages, PdfUnreadable, password_error, too_many_pages_error
 
 
@@ -47,7 +47,7 @@ def extract_with_pypdf(
         _check_page_tree_size(reader, name, limits, deadline)
         pages = reader.pages
         count = len(pages)
-    except DocumentError:
+    except PASS_THROUGH:
         raise
     except LimitReachedError as exc:
         raise _limit_error(name, exc) from exc
