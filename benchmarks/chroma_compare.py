@@ -136,7 +136,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--chroma-python", default=sys.executable, help="interpreter that can import chromadb")
-    parser.add_argument("--chroma-dir", default=os.path.join(tempfile.gettempdir(), "engram-chroma-compare"))
+    parser.add_argument("--chroma-dir", default=None,
+                        help="Chroma's persistent folder (default: <ENGRAM_DATA_DIR>/chroma-compare, beside the "
+                             "benchmark's own database, so runs on other data folders never share or delete it)")
     parser.add_argument("--size", type=int, default=100_000, help="rows (a search.py data set)")
     parser.add_argument("--queries", type=int, default=200, help="query vectors per round")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (medians reported)")
@@ -146,6 +148,8 @@ def main() -> int:
     if args.worker:
         return worker(args)
 
+    if args.chroma_dir is None:
+        args.chroma_dir = str(bench_settings().data_dir / "chroma-compare")
     chroma = Chroma(args.chroma_python, args.chroma_dir)
     import psycopg
     from psycopg import sql

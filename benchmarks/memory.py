@@ -383,9 +383,10 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
 
     params["q"] = Vector(list(q))
     keyword_sql = sql.SQL(keyword._SCOPE_SCORED).format(id=sql.Identifier("seq"), table=sql.Identifier("memories"),
-                                                        scope=scope.predicate, filter=sql.SQL("true"))
-    keyword_params = {**scope.params, "tenant": SCALE_TENANT, "query": text, "limit": 100,
-                      "k1": keyword.BM25_K1, "b": keyword.BM25_B}
+                                                        scope=scope.predicate, filter=sql.SQL("true"),
+                                                        only=sql.SQL("true"))
+    keyword_params = {**scope.params, "tenant": SCALE_TENANT, "tenants": [SCALE_TENANT], "query": text,
+                      "limit": 100, "k1": keyword.BM25_K1, "b": keyword.BM25_B}
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
     candidates_sql = sql.SQL(memory_store._CANDIDATES).format(

@@ -634,8 +634,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (medians reported)")
     parser.add_argument("--check-queries", type=int, default=100,
                         help="queries per set checked top-k vs exhaustive (0: skip; the exhaustive scorer is slow)")
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {CASES}")
-    parser.add_argument("--legs", default=",".join(LEGS), help=f"comma-separated subset of {LEGS}")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {CASES}".replace("%", "%%"))
+    parser.add_argument("--legs", default=",".join(LEGS), help=f"comma-separated subset of {LEGS}".replace("%", "%%"))
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--maintenance-work-mem", default=None, help="for the HNSW build (default ~2.5 kB/row)")
     parser.add_argument("--build-workers", type=int, default=max(0, min(7, (os.cpu_count() or 2) - 1)),
