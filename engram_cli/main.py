@@ -54,7 +54,7 @@ def _everywhere(ctx: typer.Context,
         ctx.invoke(search, query=query_vector_store, store=HEADLESS_STORE, k=10, filter_json=None, mode="hybrid",
                    threshold=0.0, as_json=False)
     elif vector_store_stats:
-        ctx.invoke(stats, as_json=False)
+        ctx.invoke(stats, as_json=False, operator=False)
     else:
         console.print(ctx.get_help())
 console = Console()

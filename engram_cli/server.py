@@ -101,8 +101,10 @@ def _request_handler_cls():
                 length = self._content_length()
                 if length is None:
                     return None
-                if length > limit:
-                    self._refuse(413, f"Request body is {length:,} bytes; the limit is {limit:,} bytes.")
+                if length > limit:  # the app's own refusal (chalicelib.api.request.raw_body), before reading it
+                    self._refuse(413, f"Request body is {length:,} bytes; the limit is {limit:,} bytes. Upload "
+                                      "larger files in parts with the Uploads API (POST /v1/uploads).",
+                                 code="request_too_large")
                     return None
                 body = self.rfile.read(length) if length > 0 else b""
             except TimeoutError:
@@ -131,7 +133,8 @@ def _request_handler_cls():
                     return b"".join(pieces)
                 size_read += size
                 if size_read > limit:
-                    self._refuse(413, f"Request body is over the limit of {limit:,} bytes.")
+                    self._refuse(413, f"Request body is over the limit of {limit:,} bytes. Upload larger files in "
+                                      "parts with the Uploads API (POST /v1/uploads).", code="request_too_large")
                     return None
                 piece = self.rfile.read(size)
                 if len(piece) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
@@ -139,9 +142,9 @@ def _request_handler_cls():
                     return None
                 pieces.append(piece)
 
-        def _refuse(self, status: int, message: str) -> None:
+        def _refuse(self, status: int, message: str, code: str | None = None) -> None:
             self.close_connection = True
-            self._envelope(status, message)
+            self._envelope(status, message, code)
 
         do_GET = do_PUT = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 
@@ -160,8 +163,8 @@ def _request_handler_cls():
             self._envelope(400, "The Content-Length header must be a non-negative integer.")
             return None
 
-        def _envelope(self, status: int, message: str) -> None:
-            body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+        def _envelope(self, status: int, message: str, code: str | None = None) -> None:
+            body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
             super()._send_http_response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
         def _send_http_response(self, code, headers, body) -> None:

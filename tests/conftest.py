@@ -1,5 +1,10 @@
 """Shared fixtures: one embedded Postgres + pgvector for the session (or DATABASE_URL when set), a fresh schema
-per test module, the hashing embedder for fast paths, and the shared data folder when present."""
+per test module, the hashing embedder for fast paths, and the shared data folder when present.
+
+Markers: every test that needs no database (none of its fixtures reaches ``database_url``), no real model
+(``slow``) and no subprocess or local AWS stack (``integration``) is marked ``unit`` at collection, so
+``./dev test -m unit`` runs the quick, pure-Python subset (parsers, chunker, scoring, temporal parsing, the
+tables' checks) in well under a minute."""
 
 from __future__ import annotations
 
@@ -15,6 +20,24 @@ from chalicelib.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+# Tests that build deployment layouts, lint templates, run the local AWS stack or spawn processes: marked
+# ``integration`` (not quick) by where they live.
+INTEGRATION = ("infra/", "local/", "test_benchmarks.py", "test_embedded.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the quick tests ``unit`` (module docstring) and the tests under :data:`INTEGRATION` ``integration``."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        where = Path(str(item.path)).resolve().relative_to(root).as_posix()
+        if where.startswith(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
+        fixtures = getattr(item, "fixturenames", ())
+        if "database_url" in fixtures or item.get_closest_marker("slow") or item.get_closest_marker("integration"):
+            continue
+        item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(autouse=True)

@@ -178,6 +178,7 @@ def test_misdecoded_text_falls_back_to_pdfminer(name: str) -> None:
 
 
 @requires_docs
+@pytest.mark.integration  # every page of every shared PDF through both extractors: ~15 s
 def test_garbage_check_flags_only_misdecoded_text() -> None:
     """Every page of every shared PDF as each extractor reads it, and the text of every other shared file: the
     check flags pypdf's reading of the mis-decoded files and nothing else (no real text in any language)."""

@@ -4,7 +4,6 @@ fake model — only the address and the key are replaced by the test server's.""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import re
 from pathlib import Path
@@ -28,12 +27,17 @@ def snippet(name: str) -> str:
 
 
 def run(code: str, server, key: str) -> str:
+    """Execute ``code`` against the test server; returns what it printed (its own ``print`` calls only: the
+    in-process server logs to the same stdout from other threads)."""
     assert ADDRESS in code and KEY in code
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code.replace(ADDRESS, server.url).replace(KEY, key), "README.md", "exec"), {})
-    # the in-process server logs JSON lines to the same stdout: keep what the snippet printed
-    return "\n".join(line for line in out.getvalue().splitlines() if not line.startswith('{"'))
+
+    def captured(*args, **kwargs) -> None:
+        kwargs.pop("file", None)
+        print(*args, file=out, **kwargs)
+
+    exec(compile(code.replace(ADDRESS, server.url).replace(KEY, key), "README.md", "exec"), {"print": captured})
+    return out.getvalue()
 
 
 def _remember(server, key: str) -> None:
