@@ -74,7 +74,7 @@ ENV_MEMORY_DECAY_FLOOR = "ENGRAM_MEMORY_DECAY_FLOOR"
 AUTH_MODES = ("keys", "dev")
 
 # openai: any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama, LiteLLM); bedrock: Converse API.
-CHAT_PROVIDERS = ("openai", "bedrock")
+CHAT_PROVIDERS = ("openai", "bedrock", "scripted")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
 

@@ -23,7 +23,16 @@ from chalicelib import deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
-from engram_cli import agents_cli, conversations_cli, jobs_cli, memory_cli, service, stores_cli, tenants_cli
+from engram_cli import (
+    agents_cli,
+    conversations_cli,
+    demo_memory,
+    jobs_cli,
+    memory_cli,
+    service,
+    stores_cli,
+    tenants_cli,
+)
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
 
 app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is_help=True,
@@ -246,10 +255,15 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
                       f"{len(names) - counts['completed'] - counts['failed']} unfinished")
         for query in service.DEMO_QUERIES:
             search(query, store=store, k=3, filter_json=None, mode="hybrid", threshold=0.0, as_json=False)
+        shown = demo_memory.run(settings(), config.tenant, console)
         if serve_api:
             with deps.connect() as conn:
                 _, secret = api_keys.create_key(conn, config.tenant, "demo")
-            _serve_until_interrupted(services, host, port, api_key=secret, store=store)
+            _serve_until_interrupted(services, host, port, api_key=secret, store=store, memory_model=shown["model"])
+        else:
+            console.print("Memory through the OpenAI SDK, against `engram serve` (or `./dev demo`):\n"
+                          + demo_memory.snippet("http://127.0.0.1:8000/v1", "<an API key>", shown["model"]),
+                          highlight=False, soft_wrap=True)
     finally:
         services.stop()
 
@@ -283,8 +297,10 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", help="Interface to lis
         services.stop()
 
 
-def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: str | None, store: str | None) -> None:
-    """Start the API on ``services``, print where everything is, block until Ctrl-C or SIGTERM."""
+def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: str | None, store: str | None,
+                             memory_model: str | None = None) -> None:
+    """Start the API on ``services``, print where everything is (with ``memory_model``, the SDK call of the demo's
+    conversation with memory on), block until Ctrl-C or SIGTERM."""
     config = settings()
     if config.auth_mode == "dev":
         err_console.print(f"[bold red on yellow] WARNING: ENGRAM_AUTH_MODE=dev — ANY bearer token is accepted and acts "
@@ -302,6 +318,9 @@ def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: st
                   + (f"    store = next(s for s in client.vector_stores.list() if s.name == \"{store}\")\n"
                      f"    client.vector_stores.search(store.id, query=\"...\")\n" if store else "")
                   + f"or: export OPENAI_BASE_URL={running.url} OPENAI_API_KEY={key}", highlight=False, soft_wrap=True)
+    if memory_model is not None:
+        console.print("A response with memory on:\n" + demo_memory.snippet(running.url, key, memory_model),
+                      highlight=False, soft_wrap=True)
     _block_until_signal()
 
 

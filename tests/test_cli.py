@@ -94,6 +94,12 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         result = CliRunner().invoke(app, ["demo", "--no-serve", "--aws-port", "0"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert "5 completed" in result.stdout
+        # the second half: memory — added, searched, then recalled in a conversation (the scripted local model,
+        # labelled, since no chat model is configured), and the SDK call to try it against the served API
+        assert "Memories of user 'ada'" in result.stdout and "Memory search" in result.stdout
+        assert "the scripted local model" in result.stdout and "[scripted local model" in result.stdout
+        assert "I'm vegetarian." in result.stdout.split("What could I cook for dinner tonight?", 1)[1]
+        assert 'extra_body={"memory": {"user_id": "ada"}}' in result.stdout
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",
                                                "--mode", "vector", "--json", "-k", "1"], catch_exceptions=False)
         assert json.loads(vector_only.stdout)[0]["filename"] == "bm25.txt"

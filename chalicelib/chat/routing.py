@@ -7,7 +7,9 @@ rules, tried in order; the first whose shell-style pattern (``fnmatch``, case-se
 
 A model no rule matches goes to ``ENGRAM_CHAT_PROVIDER`` (default ``openai``). Providers: ``openai`` — any
 OpenAI-compatible Chat Completions endpoint at ``ENGRAM_CHAT_BASE_URL`` (with ``ENGRAM_CHAT_API_KEY``); ``bedrock`` —
-Amazon Bedrock Converse in ``AWS_REGION`` (``settings.aws_region``) with the process's AWS credentials.
+Amazon Bedrock Converse in ``AWS_REGION`` (``settings.aws_region``) with the process's AWS credentials;
+``scripted`` — the scripted local model (:mod:`chalicelib.chat.scripted`: no weights, no network; the demo's),
+which the model name ``engram-scripted`` always reaches.
 Timeouts and retries for both: ``ENGRAM_CHAT_TIMEOUT_S`` (seconds), ``ENGRAM_CHAT_MAX_RETRIES``.
 
 Backends are built once per process per configuration by the composition root (:func:`chalicelib.deps.chat_backend`)
@@ -51,12 +53,16 @@ def parse_routes(routes: str | None) -> list[tuple[str, str]]:
 
 
 def provider_for(settings: Settings, model: str) -> str:
-    """The provider (``openai`` | ``bedrock``) configured for ``model``: the first matching route, else
+    """The provider (``openai`` | ``bedrock`` | ``scripted``) configured for ``model``: the first matching route, else
     ``settings.chat_provider``.
 
     Raises:
         ConfigurationError: see :func:`parse_routes`.
     """
+    from chalicelib.chat.scripted import MODEL as SCRIPTED_MODEL
+
+    if model == SCRIPTED_MODEL:
+        return "scripted"
     for pattern, provider in parse_routes(settings.chat_model_routes):
         if fnmatch.fnmatchcase(model, pattern):
             return provider
@@ -83,18 +89,24 @@ def backend_key(settings: Settings, model: str) -> tuple[Any, ...]:
     if provider == "openai":
         return ("openai", settings.chat_base_url, settings.chat_api_key, settings.chat_timeout_s,
                 settings.chat_max_retries)
+    if provider == "scripted":
+        return ("scripted",)
     return ("bedrock", settings.aws_region, settings.chat_timeout_s, settings.chat_max_retries)
 
 
 def build_backend(settings: Settings, provider: str) -> ChatBackend:
-    """A new backend for ``provider`` (``openai`` | ``bedrock``) from ``settings`` (the composition root,
-    :func:`chalicelib.deps.chat_backend`, caches it)."""
+    """A new backend for ``provider`` (``openai`` | ``bedrock`` | ``scripted``) from ``settings`` (the composition
+    root, :func:`chalicelib.deps.chat_backend`, caches it)."""
     if provider == "openai":
         from chalicelib.chat.openai_compat import OpenAICompatBackend
 
         assert settings.chat_base_url is not None
         return OpenAICompatBackend(base_url=settings.chat_base_url, api_key=settings.chat_api_key,
                                    timeout_s=settings.chat_timeout_s, max_retries=settings.chat_max_retries)
+    if provider == "scripted":
+        from chalicelib.chat.scripted import ScriptedBackend
+
+        return ScriptedBackend()
     from chalicelib.chat.bedrock import BedrockBackend
 
     return BedrockBackend(region=settings.aws_region, timeout_s=settings.chat_timeout_s,
