@@ -10,8 +10,8 @@ listed with ListObjectsV2, in key order, next to the ``drop_objects`` rows of th
 - an object whose row holds its ETag (not deleted) is ``unchanged``: nothing is read, sent, written or embedded;
 - an object without an applied row (or whose row says deleted) is ``new``; one whose row holds another ETag
   ``modified``; a row whose object is gone is ``deleted``; an object that cannot be applied as it is (a key that
-  names no file, or one whose last attempt at this ETag left a ``drop_errors`` row) is ``failed``, and is tried
-  again;
+  names no file, or one a sync already failed to apply at this ETag: a ``drop_errors`` row) is ``failed``, and is
+  tried again;
 - each difference is confirmed with a HEAD of the object (what it is now, not what the listing said: an object
   written after the listing is never removed) and handed to the ingestion path as a ``drop.object`` message
   (:mod:`chalicelib.events.synced`), which the ingest handler applies exactly as an S3 event
@@ -223,7 +223,7 @@ class _Run:
     def _rows(self, prefix: str, after: str, upto: str | None, contents: list[dict[str, Any]]
               ) -> tuple[dict[str, DropObject], str | None, set[str]]:
         """The rows of the page's key range (``after``, ``upto``], the range's end (earlier than ``upto`` when the
-        range holds more rows than a page), and the listed keys that failed at their listed ETag before."""
+        range holds more rows than a page), and the listed keys a sync failed to apply at their listed ETag."""
         from chalicelib.store.db import tenant_connection
 
         tenant = self.scope.tenant
@@ -292,7 +292,7 @@ class _Run:
         logger.warning("sync s3://%s/%s: %s: %s", self.bucket, key, error.code, error.message)
         with tenant_connection(self.settings, self.scope.tenant) as conn:
             drop_errors.record(conn, tenant_id=self.scope.tenant, bucket=self.bucket, key=key,
-                               event=f"ObjectCreated:Sync|{etag}", code=error.code, message=error.message)
+                               event=drop_errors.SYNCED_EVENT + etag, code=error.code, message=error.message)
 
     def _head(self, key: str) -> tuple[str, int] | None:
         """``(etag, size)`` of the object now, or None when there is none.

@@ -319,11 +319,13 @@ def test_the_message_round_trips_and_refuses_what_it_cannot_apply():
     from chalicelib.dispatch import port
     from chalicelib.events.consumer import decode_body
     from chalicelib.events.synced import ObjectMessage
+    from chalicelib.store import drop_errors
 
     message = ObjectMessage("acme", BUCKET, "acme/s/ü x.txt", "created", "e1", 12, "2025-01-01T00:00:01.5+00:00")
     assert decode_body(port.encode(message)) == message
     record = message.record()
     assert (record.is_created, record.synced, record.sequencer, record.size) == (True, True, None, 12)
+    assert record.event_id == drop_errors.SYNCED_EVENT + "e1"  # what the sync looks its failures up by
     assert ObjectMessage("acme", BUCKET, "acme/s/x", "removed", "", 0, "2025-01-01T00:00:01+00:00").record().is_removed
     for bad in (ObjectMessage("acme", BUCKET, "acme/s/x", "copied", "e1", 1, "2025-01-01T00:00:01+00:00"),
                 ObjectMessage("acme", BUCKET, "acme/s/x", "created", "e1", 1, "yesterday"),
