@@ -23,6 +23,7 @@ from chalicelib.api.query import enforce
 from chalicelib.api.routes import (
     agents,
     conversations,
+    drop_folder,
     file_batches,
     files,
     mem0,
@@ -52,7 +53,7 @@ app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
 app.register_middleware(enforce(app.routes), "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
-                  conversations.bp, memories.bp, agents.bp):
+                  conversations.bp, memories.bp, agents.bp, drop_folder.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 # mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
 app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)

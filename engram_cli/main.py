@@ -31,6 +31,7 @@ from engram_cli import (
     memory_cli,
     service,
     stores_cli,
+    sync_cli,
     tenants_cli,
 )
 from engram_cli.local.stack import DEFAULT_PORT as DEFAULT_AWS_PORT
@@ -159,12 +160,14 @@ def stats(as_json: bool = typer.Option(False, "--json"),
                                              "tenants' stores and files: the operator's view only).")) -> None:
     """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; the tenant's
     drop-folder errors (with ``--operator``, also those of objects no tenant owns — a key outside any tenant's
-    prefix — each labelled)."""
+    prefix — each labelled); the last drop-folder sync that covered the tenant (``drop_folder_sync``: scope,
+    status, counts)."""
     from chalicelib.store import drop_errors
 
     with deps.connect() as conn:
         data = service.stats(conn)
         data["drop_errors"] = drop_errors.recent(conn, data["tenant"], unowned=operator)
+        data["drop_folder_sync"] = sync_cli.last_sync(conn, data["tenant"])
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -177,6 +180,11 @@ def stats(as_json: bool = typer.Option(False, "--json"),
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)",
                       "yes" if s["shared"] else "")
     console.print(table)
+    if data["drop_folder_sync"] is not None:
+        last = data["drop_folder_sync"]
+        counts = ", ".join(f"{k} {v}" for k, v in (last["counts"] or {}).items())
+        console.print(f"last drop-folder sync ({escape(last['scope'])}): {last['status']} — "
+                      f"{escape(last['error'] or counts or 'nothing to do')}")
     for e in data["drop_errors"]:
         owner = f"tenant {e['tenant']!r}" if e["tenant"] == data["tenant"] else (
             f"unknown tenant {e['tenant']!r}" if e["tenant"] else "no tenant")
@@ -422,6 +430,7 @@ def redrive(queue: str = typer.Option("all", "--queue", "-q",
             console.print(f"{role}: moved {moved} messages from the dead-letter queue back to {url}", highlight=False)
 
 
+app.command("sync")(sync_cli.sync)
 app.add_typer(stores_cli.app, name="stores")
 app.add_typer(jobs_cli.app, name="jobs")
 app.add_typer(memory_cli.app, name="memory")

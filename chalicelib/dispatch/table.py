@@ -112,6 +112,8 @@ MESSAGES: dict[str, MessageType] = {row.kind: row for row in (
                 handler="chalicelib.ingest.engine:handle_file", give_up="chalicelib.ingest.engine:give_up"),
     MessageType(kind="embed.batch", message="chalicelib.ingest.messages:BatchMessage", queue="embed",
                 handler="chalicelib.ingest.engine:handle_batch", give_up="chalicelib.ingest.engine:give_up"),
+    MessageType(kind="drop.object", message="chalicelib.events.synced:ObjectMessage", queue="ingest",
+                handler="chalicelib.events.synced:handle_object", give_up="chalicelib.events.synced:give_up_object"),
     MessageType(kind="memory.add", message="chalicelib.memory:AddJobMessage", queue="memory",
                 handler="chalicelib.memory:handle_add_job", give_up="chalicelib.memory:give_up_add_job"),
 )}

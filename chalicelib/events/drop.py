@@ -12,8 +12,9 @@
 
 Events of one key are applied under that key's ``drop_objects`` row lock and compared with the newest one applied
 (S3 ``sequencer``; moto sends none, then ``eventTime`` and the ETag): an older event is ignored, the same event
-(a duplicate) only resumes its version. A key that names no tenant, or no usable store, leaves a ``drop_errors``
-row.
+(a duplicate) only resumes its version. A drop-folder sync (:mod:`chalicelib.events.sync`) applies what it finds
+missing through :func:`apply` too, as synced records (``S3Record.synced``) ordered the same way. A key that names
+no tenant, or no usable store, leaves a ``drop_errors`` row.
 
 Trust: whoever may write the bucket may write into any tenant's stores (the key names the tenant); deployments
 scope writers to ``<tenant>/*`` with the per-tenant policies of ``infra/`` (infra/README.md). A tenant whose drop
@@ -275,14 +276,20 @@ def _file(conn: psycopg.Connection, row: DropObject, key: DropKey, record: S3Rec
 
 def _order(record: S3Record, row: DropObject) -> int:
     """-1, 0 or 1 as ``record`` is older than, the same event as, or newer than the newest event applied to the
-    key. Without sequencers (moto) the event time decides, then ETag and kind (a different one counts as newer)."""
+    key. Without sequencers (moto, and synced records) the event time decides, then ETag and kind (a different one
+    counts as newer). A synced record (:mod:`chalicelib.events.sync`) with the ETag and kind last applied is that
+    same event, whatever the times: a sync racing the event never applies it twice. Its time is taken just before
+    the HEAD that saw the object, so an event S3 completed before that HEAD is older and one completed after it is
+    newer."""
     if row.sequencer is None and row.event_time is None:
         return 1
+    same = record.etag == row.etag and record.is_removed == row.deleted
+    if record.synced and same:
+        return 0
     if record.sequencer and row.sequencer:
         return compare_sequencers(record.sequencer, row.sequencer)
     if record.event_time and row.event_time and record.event_time != row.event_time:
         return 1 if record.event_time > row.event_time else -1
-    same = record.etag == row.etag and record.is_removed == row.deleted
     return 0 if same else 1
 
 

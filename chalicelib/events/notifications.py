@@ -27,7 +27,11 @@ _REMOVED = ("ObjectRemoved:", "LifecycleExpiration:")
 @dataclass(frozen=True, slots=True)
 class S3Record:
     """One record of an S3 event notification. ``key`` is decoded (:func:`s3_keys.decode`); ``size`` in bytes
-    (0 for removals); ``sequencer`` is S3's hex ordering token for the key (absent in moto's events)."""
+    (0 for removals); ``sequencer`` is S3's hex ordering token for the key (absent in moto's events).
+
+    ``synced``: not delivered by S3 but made by a drop-folder sync (:mod:`chalicelib.events.synced`) from what a
+    HEAD of the object found; ``event_time`` is then the moment just before that HEAD and ``sequencer`` is None.
+    """
 
     event_name: str
     bucket: str
@@ -36,6 +40,7 @@ class S3Record:
     etag: str | None
     sequencer: str | None
     event_time: datetime | None
+    synced: bool = False
 
     @property
     def is_created(self) -> bool:
@@ -49,7 +54,10 @@ class S3Record:
 
     @property
     def event_id(self) -> str:
-        """Identifies this event of the key across duplicate deliveries: ``name|sequencer-or-time|etag``."""
+        """Identifies this event of the key across duplicate deliveries: ``name|sequencer-or-time|etag``; a synced
+        record ``name|etag`` (every sync that finds the same object names the same event)."""
+        if self.synced:
+            return f"{self.event_name}|{self.etag or ''}"
         when = self.sequencer or (self.event_time.isoformat() if self.event_time else "")
         return f"{self.event_name}|{when}|{self.etag or ''}"
 

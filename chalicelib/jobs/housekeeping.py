@@ -1,12 +1,13 @@
 """The knowledge half's housekeeping, one scheduled job per step (rows of :mod:`chalicelib.jobs.table`). Each runs as
 the owner across tenants (or for the run's tenant), in bounded batches: it stops when its budget runs out and
 returns a cursor, and the next run continues (every step finds its work by a predicate — stuck, expired, orphaned
-— so work done is never found again and a repeated run changes nothing).
+— so work done is never found again and a repeated run changes nothing; the drop-folder sync walks the bucket in
+key order from its cursor, and finds nothing to do where the stores already match it).
 """
 
 from __future__ import annotations
 
-from chalicelib.jobs.batches import BATCH, batches, connection
+from chalicelib.jobs.batches import BATCH, MARGIN_S, batches, connection
 from chalicelib.jobs.model import JobContext, JobResult
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "settle_files",
     "sweep_orphaned_objects",
     "sweep_upload_parts",
+    "sync_drop_folder",
 ]
 
 # Finished ingestion versions are kept as long as a message of theirs may still arrive: SQS keeps a message at most
@@ -89,3 +91,23 @@ def sweep_orphaned_objects(ctx: JobContext) -> JobResult:
         return JobResult({"orphaned_objects": 0})
     with connection(ctx) as conn:
         return JobResult({"orphaned_objects": orphans.sweep(conn, ctx.settings, tenant_id=ctx.tenant)})
+
+
+def sync_drop_folder(ctx: JobContext) -> JobResult:
+    """Sync the drop folder with its bucket (:mod:`chalicelib.events.sync`): every tenant whose drop folder is on,
+    or the run's tenant (and its ``store`` option); the differences go through the ingestion path. Counts
+    ``scanned``, ``new``, ``modified``, ``deleted``, ``unchanged``, ``failed`` (only with ``ENGRAM_BUCKET``).
+
+    Raises:
+        InvalidRequestError: for the run's tenant, see :func:`chalicelib.events.sync.scope`.
+        UpstreamError: S3 or SQS failed (the next run resumes from the last checkpoint).
+    """
+    from chalicelib import deps
+    from chalicelib.events import sync
+
+    if not ctx.settings.bucket:
+        return JobResult(sync.zero_counts())
+    result = sync.run(ctx.settings, deps.dispatcher(ctx.settings), tenant=ctx.tenant, store=ctx.options.get("store"),
+                      cursor=dict(ctx.cursor) if ctx.cursor else None, out_of_time=lambda: ctx.out_of_time(MARGIN_S),
+                      checkpoint=ctx.checkpoint)
+    return JobResult(result.counts, cursor=result.cursor)

@@ -83,6 +83,8 @@ class JobContext:
         cursor: where the previous, unfinished pass stopped (None: start a new pass).
         deadline: ``time.monotonic()`` value the run must finish by (its budget).
         save: persists a cursor mid-run (:meth:`checkpoint`), so a run killed later resumes from there.
+        options: what a run asked for beyond its tenant (e.g. ``{"store": "docs"}`` for ``sync_drop_folder``); a run
+            with options has a scope of its own (:func:`chalicelib.jobs.runner.scope_of`).
     """
 
     settings: Settings
@@ -90,6 +92,7 @@ class JobContext:
     cursor: Mapping[str, Any] | None
     deadline: float
     save: Callable[[dict[str, Any] | None], None] = lambda cursor: None
+    options: Mapping[str, str] = field(default_factory=dict)
 
     def time_left(self) -> float:
         """Seconds until the deadline (negative once past it)."""

@@ -17,6 +17,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from chalicelib.entrypoints import resolve
 from chalicelib.jobs import store, table
 from chalicelib.jobs.model import Job, JobContext, JobResult
 
-__all__ = ["LEASE_GRACE_S", "OutcomeStatus", "RunOutcome", "run_job", "run_lane"]
+__all__ = ["LEASE_GRACE_S", "OutcomeStatus", "RunOutcome", "run_job", "run_lane", "scope_of"]
 
 logger = logging.getLogger("engram.jobs")
 
@@ -76,10 +77,20 @@ def run_lane(settings: Settings, lane_name: str, *, budget_s: float | None = Non
     return outcomes
 
 
+def scope_of(tenant: str | None, options: Mapping[str, str] | None = None) -> str:
+    """The scope a run is recorded (and leased) under: the tenant, or ``*`` for every tenant, then its options as
+    ``?name=value&...`` (sorted), e.g. ``acme?store=docs``."""
+    base = tenant or store.ALL_TENANTS
+    if not options:
+        return base
+    return base + "?" + "&".join(f"{name}={value}" for name, value in sorted(options.items()))
+
+
 def run_job(settings: Settings, job: Job | str, *, tenant: str | None = None, force: bool = False,
-            deadline: float | None = None) -> RunOutcome:
+            deadline: float | None = None, options: Mapping[str, str] | None = None) -> RunOutcome:
     """Run ``job`` (a row or its name) once if it is due (or ``force``) and nobody else runs it, limited to
-    ``tenant`` when given; the run gets the job's budget, cut to ``deadline`` (``time.monotonic()``) if sooner.
+    ``tenant`` when given and with ``options`` (:attr:`JobContext.options`); the run gets the job's budget, cut to
+    ``deadline`` (``time.monotonic()``) if sooner. Its scope is :func:`scope_of` ``(tenant, options)``.
 
     Raises:
         KeyError: no such job.
@@ -87,7 +98,7 @@ def run_job(settings: Settings, job: Job | str, *, tenant: str | None = None, fo
     from chalicelib.store.db import pool
 
     row = table.job(job) if isinstance(job, str) else job
-    scope = tenant or store.ALL_TENANTS
+    scope = scope_of(tenant, options)
     started = time.monotonic()
     end = started + row.budget_s if deadline is None else min(deadline, started + row.budget_s)
     owner = _owner()
@@ -101,7 +112,8 @@ def run_job(settings: Settings, job: Job | str, *, tenant: str | None = None, fo
         def save(value: dict[str, Any] | None) -> None:
             store.checkpoint(conn, row.name, scope, owner, run_id, value)
 
-        ctx = JobContext(settings=settings, tenant=tenant, cursor=cursor, deadline=end, save=save)
+        ctx = JobContext(settings=settings, tenant=tenant, cursor=cursor, deadline=end, save=save,
+                         options=dict(options or {}))
         try:
             result = resolve(row.function)(ctx)
             if isinstance(result, dict):

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from chalicelib.store.db import one
 
 __all__ = ["ALL_TENANTS", "EndStatus", "JobState", "RunRecord", "RunStatus", "acquire", "checkpoint", "finish",
-           "latest_runs", "start_run", "states"]
+           "last_run_covering", "latest_runs", "start_run", "states"]
 
 ALL_TENANTS = "*"
 # A run's status: the CHECK constraint of ``job_runs.status`` (migrations/0008_jobs.sql says what each means).
@@ -58,6 +58,13 @@ FROM job_state s LEFT JOIN job_runs r ON r.id = s.last_run_id ORDER BY s.job, s.
 _LATEST = """
 SELECT id, job, scope, owner, started_at, finished_at, status, counts, cursor_in, cursor_out, error FROM job_runs
 WHERE job = %(job)s AND (%(scope)s::text IS NULL OR scope = %(scope)s) ORDER BY id DESC LIMIT %(limit)s"""
+
+# The newest run whose scope covers a tenant: every tenant's ("*"), the tenant's, or one with options
+# ("<tenant>?name=value", chalicelib/jobs/runner.py scope_of).
+_COVERING = """
+SELECT id, job, scope, owner, started_at, finished_at, status, counts, cursor_in, cursor_out, error FROM job_runs
+WHERE job = %(job)s AND (scope IN (%(all)s, %(tenant)s) OR starts_with(scope, %(tenant)s || '?'))
+ORDER BY id DESC LIMIT 1"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +152,10 @@ def latest_runs(conn: psycopg.Connection, job: str, *, scope: str | None = None,
     """The newest ``limit`` runs of ``job`` (of one scope, or all)."""
     with conn.cursor(row_factory=class_row(RunRecord)) as cur:
         return cur.execute(_LATEST, {"job": job, "scope": scope, "limit": limit}).fetchall()
+
+
+def last_run_covering(conn: psycopg.Connection, job: str, tenant: str) -> RunRecord | None:
+    """The newest run of ``job`` that covered ``tenant`` (all tenants', the tenant's, or one of the tenant's with
+    options), or None."""
+    with conn.cursor(row_factory=class_row(RunRecord)) as cur:
+        return cur.execute(_COVERING, {"job": job, "all": ALL_TENANTS, "tenant": tenant}).fetchone()

@@ -39,6 +39,8 @@ JOBS: tuple[Job, ...] = (
         "Delete finished ingestion versions older than 14 days."),
     Job("sweep_orphaned_objects", f"{_HK}:sweep_orphaned_objects", HOUR, "housekeeping", 20,
         "Remove S3 objects no file or upload names any more."),
+    Job("sync_drop_folder", f"{_HK}:sync_drop_folder", HOUR, "housekeeping", 60,
+        "Bring each store to match the drop bucket: objects whose S3 event was missed, changed or deleted."),
     Job("summarize_conversations", "chalicelib.responses.summarize:summarize_job", HOUR, "memory_jobs", 600,
         "Precompute the summaries of long Responses conversations."),
     Job("consolidation", f"{_MEM}:consolidation", DAY, "memory_jobs", 600,

@@ -28,6 +28,13 @@ SELECT tenant_id, bucket, key, code, message, created_at FROM drop_errors e
 WHERE e.tenant_id = %(tenant)s
    OR (%(unowned)s AND (e.tenant_id IS NULL OR NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id)))
 ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
+# Which of these (key, ETag) pairs a sync already failed to apply: a synced record's event id is
+# "ObjectCreated:Sync|<etag>" (chalicelib/events/notifications.py S3Record.event_id).
+SYNCED_EVENT = "ObjectCreated:Sync|"
+_FAILED_AT = """
+SELECT DISTINCT e.key FROM drop_errors e
+JOIN unnest(%(keys)s::text[], %(etags)s::text[]) AS o(key, etag) ON e.key = o.key
+WHERE e.bucket = %(bucket)s AND e.event = %(synced)s || o.etag"""
 _COUNT = "SELECT count(*) FROM drop_errors WHERE bucket = %(bucket)s AND key = %(key)s"
 
 
@@ -47,6 +54,17 @@ def recent(conn: psycopg.Connection, tenant_id: str, limit: int = RECENT_LIMIT, 
     rows = conn.execute(_RECENT, {"tenant": tenant_id, "limit": limit, "unowned": unowned}).fetchall()
     return [{"tenant": t, "bucket": b, "key": k, "code": c, "message": m, "created_at": _seconds(at)}
             for t, b, k, c, m, at in rows]
+
+
+def failed_at(conn: psycopg.Connection, bucket: str, etags: dict[str, str]) -> set[str]:
+    """The keys of ``etags`` (key → ETag) that a drop-folder sync already failed to apply at that very ETag (an
+    error recorded for its synced record)."""
+    if not etags:
+        return set()
+    keys = list(etags)
+    rows = conn.execute(_FAILED_AT, {"bucket": bucket, "keys": keys, "etags": [etags[k] for k in keys],
+                                     "synced": SYNCED_EVENT}).fetchall()
+    return {row[0] for row in rows}
 
 
 def count_for_key(conn: psycopg.Connection, bucket: str, key: str) -> int:

@@ -2,7 +2,8 @@
 
 One row per ``(bucket, key)``: the newest applied event's sequencer, time and ETag, whether the object is
 deleted, the file (and version) it became, and — for a sidecar ``<file>.metadata.json`` — the attributes it sets.
-Events are applied under the row's lock (:func:`lock`), so two events of one key never interleave.
+Events are applied under the row's lock (:func:`lock`), so two events of one key never interleave. A drop-folder
+sync reads the rows of a key range (:func:`in_range`) in S3's listing order (UTF-8 bytes: ``COLLATE "C"``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ class DropObject:
     deleted: bool
     attributes: dict[str, Any] | None
 
+    @property
+    def is_live(self) -> bool:
+        """Whether an event was applied and the object was not deleted since (the store holds what it says)."""
+        return (self.sequencer is not None or self.event_time is not None) and not self.deleted
+
 
 _COLUMNS = """tenant_id, bucket, key, vector_store_id, file_id, version, etag, sequencer, event_time, deleted,
     attributes"""
@@ -43,6 +49,12 @@ _LOCK = f"""SELECT {_COLUMNS} FROM drop_objects
 WHERE tenant_id = %(tenant)s AND bucket = %(bucket)s AND key = %(key)s FOR UPDATE"""
 _GET = f"""SELECT {_COLUMNS} FROM drop_objects
 WHERE tenant_id = %(tenant)s AND bucket = %(bucket)s AND key = %(key)s"""
+# A key range of one prefix in S3's listing order (UTF-8 byte order, which is what COLLATE "C" compares on a UTF8
+# database): keys after %(after)s, up to and including %(upto)s (NULL: no end).
+_IN_RANGE = f"""SELECT {_COLUMNS} FROM drop_objects
+WHERE tenant_id = %(tenant)s AND bucket = %(bucket)s AND starts_with(key, %(prefix)s)
+  AND key COLLATE "C" > %(after)s AND (%(upto)s::text IS NULL OR key COLLATE "C" <= %(upto)s)
+ORDER BY key COLLATE "C" LIMIT %(limit)s"""
 _UPDATE = """
 UPDATE drop_objects SET vector_store_id = %(store)s, file_id = %(file)s, version = %(version)s, etag = %(etag)s,
     sequencer = %(sequencer)s, event_time = %(event_time)s, deleted = %(deleted)s, attributes = %(attributes)s,
@@ -63,6 +75,15 @@ def get(conn: psycopg.Connection, tenant_id: str, bucket: str, key: str) -> Drop
     """The object's row without locking it, or None."""
     with conn.cursor(row_factory=class_row(DropObject)) as cur:
         return cur.execute(_GET, {"tenant": tenant_id, "bucket": bucket, "key": key}).fetchone()
+
+
+def in_range(conn: psycopg.Connection, tenant_id: str, bucket: str, prefix: str, *, after: str, upto: str | None,
+             limit: int) -> list[DropObject]:
+    """The rows of keys starting with ``prefix`` that sort after ``after`` and up to ``upto`` (None: no end) in
+    S3's listing order (UTF-8 bytes), at most ``limit`` of them, in that order; unlocked."""
+    params = {"tenant": tenant_id, "bucket": bucket, "prefix": prefix, "after": after, "upto": upto, "limit": limit}
+    with conn.cursor(row_factory=class_row(DropObject)) as cur:
+        return cur.execute(_IN_RANGE, params).fetchall()
 
 
 def save(conn: psycopg.Connection, row: DropObject) -> None:

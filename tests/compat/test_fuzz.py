@@ -25,6 +25,8 @@ generated request can legitimately write, by construction:
   are read-only; its entity purge (``DELETE /mem0/v2/entities/{type}/{id}``), batch update and delete, feedback
   and profile generation only ever name memories and users that do not exist (the real ones' ids are made at run
   time); its deliberate refusals write nothing whatever they are sent;
+- the drop-folder sync (``POST /v1/drop_folder/sync``) always names a store that does not exist (checked before
+  the bucket is listed or a run recorded; the server has no drop bucket either, which is refused first);
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -122,7 +124,7 @@ def test_every_route_is_fuzzed():
         ("DELETE", "/mem0/api/v1/webhooks/{webhook_id}"),
         ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
         ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
-        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}")} == WRITES
+        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}"), ("POST", "/v1/drop_folder/sync")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -377,6 +379,7 @@ FIELDS = {
             "arguments": text, "output": scalar, "queries": json_value})), max_size=25)),
     "conversation": st.one_of(st.sampled_from([unknown_id(ids.CONVERSATION), {"id": unknown_id(ids.CONVERSATION)},
                                                "conv_", {"id": None}, {}]), json_value),
+    "vector_store": st.one_of(st.sampled_from([unknown_id(ids.VECTOR_STORE), "fuzz", "", "vs_"]), text, json_value),
 }
 # Values the memory schemas accept (so the dedicated memory runs reach the code behind the schema).
 VALID_MEMORY = {
@@ -426,6 +429,7 @@ ROUTE_FIELDS = {
                             "as_of"],
     "/v1/memories/{memory_id}": ["memory", "metadata", "memory_type", "categories", "importance", "pinned",
                                  "expires_at", "timestamp", "verified"],
+    "/v1/drop_folder/sync": ["vector_store"],
 }
 
 MALFORMED_JSON = [b"{", b"}", b"{\"a\":}", b"[1,2", b"{'a': 1}", b"NaN", b"{\"x\": Infinity}", b"{\"x\": -Infinity}",
@@ -516,6 +520,8 @@ def _poison(draw, method: str, template: str, body: Any) -> Any:
             "item": [{"role": "user", "content": "ok"}, {"type": "reasoning", "summary": []}]}[choice]
     elif template == "/v1/agents" and method == "POST":
         body["tools"] = draw(st.sampled_from([[{"type": "bogus"}], "tools", [5], {"type": "function"}]))
+    elif template == "/v1/drop_folder/sync":  # never a store that exists (the real one is named "fuzz")
+        body["vector_store"] = draw(st.sampled_from([unknown_id(ids.VECTOR_STORE), "no-such-store", "fuzz-missing"]))
     elif template == "/mem0/v3/memories/add" and method == "POST":
         body["user_id"] = draw(st.sampled_from([5, "", ["u"], "x" * 200]))
     elif template == "/v1/memories" and method == "POST":

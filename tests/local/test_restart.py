@@ -6,6 +6,9 @@ official SDK) stopped and started again on the same data directory.
 - a file still in flight (its message queued, not handled) when the stack stops completes after the restart: the
   stack re-sends open versions;
 - the same after a SIGKILL of ``engram serve`` (a subprocess) mid-ingest;
+- a SIGKILL of ``engram serve`` while files are being dropped: the files whose S3 events were handled settle after
+  the restart, those whose events were still queued (lost with moto's queues) after one sync
+  (``POST /v1/drop_folder/sync``) — every object exactly one file, no duplicate chunk;
 - a file's bytes deleted or changed behind Engram's back: a 410 naming the file (``file_content_missing`` /
   ``file_content_changed``), never a 5xx, and attaching it fails with that ``last_error``;
 - on the same services, an attach whose chunks a slow embedder cannot embed within the inline budget answers
@@ -175,6 +178,109 @@ def test_a_sigkilled_serve_loses_nothing(services, settings, tmp_path):
     row = _poll(client, store.id, upload.id)
     assert row.status == "completed", row.last_error
     assert client.files.content(upload.id).read() == TEXT
+
+
+def _serve(settings, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """``engram serve ARGS`` (or another command) as a subprocess on ``tmp_path``; returns it and its environment."""
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
+           "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
+           "ENGRAM_METRICS": "off"}
+    child = subprocess.Popen([sys.executable, "-m", "engram_cli.main", *args], cwd=REPO, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return child, env
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 60, child: Any = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if child is not None and child.poll() is not None:
+            raise AssertionError(f"{what}: the process exited: {child.stderr.read().decode()[-2000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _live_objects(settings, prefix: str) -> int:
+    """Drop-folder objects under ``prefix`` whose event was applied (the file is registered)."""
+    from chalicelib.store.db import connect
+
+    with connect(settings) as conn:
+        return conn.execute("SELECT count(*) FROM drop_objects WHERE key LIKE %s AND NOT deleted AND file_id IS NOT "
+                            "NULL", (prefix + "%",)).fetchone()[0]
+
+
+def test_a_sigkill_while_dropping_loses_nothing_after_one_sync(services, settings, tmp_path):
+    """The scenario of issue 24 §1: 25 files dropped while ``engram serve`` runs; the pump handles the first 10
+    events, then stops (SIGKILL) and 15 more are dropped, their events queued; ``engram serve`` is SIGKILLed. After
+    the restart the 10 settle (their open versions are re-sent) and the 15 left no trace; one sync brings them in."""
+    from chalicelib.store.db import connect
+    from chalicelib.store.vector_stores import ensure_tenant
+    from engram_cli.local import run
+    from engram_cli.local.stack import load_state
+
+    store, handled, queued = "dropped", 10, 15
+    names = [f"doc{i:02d}.txt" for i in range(handled + queued)]
+    prefix = f"{TENANT}/{store}/"
+    with connect(settings) as conn:
+        ensure_tenant(conn, TENANT)
+    started = time.monotonic()
+    serve, _ = _serve(settings, tmp_path, "serve", "--no-pump", "--port", str(_free_port()), "--aws-port",
+                      str(_free_port()))
+    pump = None
+    try:
+        _wait(lambda: load_state(tmp_path) is not None, "the local stack", child=serve)
+        stack = load_state(tmp_path)
+        assert stack is not None
+        s3 = stack.client("s3")
+
+        def drop(name: str) -> None:
+            text = f"{name}: notes on the tide tables of harbour {name}, and the lighthouse keeper's log. " * 30
+            s3.put_object(Bucket=stack.bucket, Key=prefix + name, Body=text.encode())
+
+        pump, _ = _serve(settings, tmp_path, "pump")
+        for name in names[:handled]:
+            drop(name)
+        _wait(lambda: _live_objects(settings, prefix) == handled, "the first events to be handled", child=pump)
+        pump.send_signal(signal.SIGKILL)
+        pump.wait(10)
+        for name in names[handled:]:
+            drop(name)
+        assert run.queue_depth(stack, stack.notify_queue) >= queued  # their events wait in moto's queue
+    finally:
+        for child in (pump, serve):
+            if child is not None and child.poll() is None:
+                child.send_signal(signal.SIGKILL)
+                child.wait(10)
+    killed_s = time.monotonic() - started
+
+    local, client = services(pump=True)  # the same data directory: the dropped objects are kept on disk
+    config_now = config.settings()
+    after_restart = run.wait_for_files(config_now, local.state, TENANT, store, set(names[:handled]), timeout_s=60)
+    assert {f.status for f in after_restart.values()} == {"completed"} and len(after_restart) == handled
+    assert set(run.store_files(config_now, TENANT, store, set(names))) == set(names[:handled])  # 15 left no trace
+
+    answer = httpx.post(f"{local.api.url}/drop_folder/sync", json={}, timeout=60,
+                        headers={"Authorization": f"Bearer {client.api_key}"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["counts"] == {"scanned": handled + queued, "new": queued, "modified": 0, "deleted": 0,
+                                       "unchanged": handled, "failed": 0}
+    settled = run.wait_for_files(config_now, local.state, TENANT, store, set(names), timeout_s=90)
+    assert {name: f.status for name, f in settled.items()} == dict.fromkeys(names, "completed")
+    with connect(settings) as conn:
+        files, rows, distinct = conn.execute(
+            "SELECT count(DISTINCT f.id), count(c.id), count(DISTINCT (c.file_id, c.chunk_index)) FROM files f "
+            "JOIN chunks c ON c.file_id = f.id WHERE f.content_key LIKE %s", (prefix + "%",)).fetchone()
+        per_object = conn.execute("SELECT count(*) FROM files WHERE content_key LIKE %s",
+                                  (prefix + "%",)).fetchone()[0]
+        recorded = conn.execute("SELECT sum(sf.chunk_count) FROM vector_store_files sf JOIN vector_stores s ON "
+                                "s.id = sf.vector_store_id WHERE s.name = %s", (store,)).fetchone()[0]
+    assert files == per_object == len(names)  # exactly one file per object
+    assert rows == distinct == recorded  # no duplicate chunk
+    again = httpx.post(f"{local.api.url}/drop_folder/sync", json={}, timeout=60,
+                       headers={"Authorization": f"Bearer {client.api_key}"}).json()
+    assert again["counts"]["unchanged"] == len(names) and again["counts"]["new"] == 0
+    print(f"\nSIGKILL + sync: {len(names)} dropped, {handled} handled before the kill ({killed_s:.1f} s), "
+          f"{len(after_restart)} settled after the restart, {len(settled)} after one sync, "
+          f"{rows - distinct} duplicate chunks, {time.monotonic() - started:.1f} s in all")
 
 
 def test_bytes_deleted_or_changed_behind_engrams_back_are_a_clear_error(services):
