@@ -2,8 +2,10 @@
 chalicelib/.
 
 Middleware runs outermost first: observability (request id, latency, EMF metrics), then the error renderer
-(OpenAI's envelope for everything), then authentication (API key → tenant), then the query-parameter check (a
-parameter the route does not declare is a 400: :mod:`chalicelib.api.query`).
+(OpenAI's envelope for everything; a database that cannot be reached is a 503 with Retry-After, also from inside a
+route: every route is wrapped once all are registered, :func:`chalicelib.api.middleware.guard_routes`), then
+authentication (API key → tenant), then the query-parameter check (a parameter the route does not declare is a 400:
+:mod:`chalicelib.api.query`).
 
 One SQS consumer per queue of the message table (``chalicelib.dispatch.table.QUEUES``) and one schedule per lane of
 the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becomes a Lambda function named after
@@ -15,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from chalice import Chalice, Rate
+from chalice import Chalice, Rate, Response
 
+from chalicelib.api import health as checks
 from chalicelib.api.context import authenticate
-from chalicelib.api.middleware import render_errors
+from chalicelib.api.middleware import guard_routes, render_errors
 from chalicelib.api.query import enforce
 from chalicelib.api.routes import (
     agents,
@@ -59,10 +62,23 @@ for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batche
 app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 
 
-@app.route("/health")
-def health() -> dict:
-    """Liveness probe: ``{"status": "ok"}`` (no API key needed)."""
-    return {"status": "ok"}
+@app.route(checks.HEALTH_PATH)
+def health() -> Response:
+    """Readiness probe (no API key needed): 200 ``{"status": "ok", "database": {...}}`` when the database answers,
+    else 503 ``{"status": "unavailable", ...}`` with Retry-After (:func:`chalicelib.api.health.readiness`)."""
+    from chalicelib import deps
+
+    status, body, headers = checks.readiness(deps.current_settings())
+    return Response(body=body, status_code=status, headers={**headers})
+
+
+@app.route(checks.LIVE_PATH)
+def live() -> dict:
+    """Liveness probe (no API key needed): ``{"status": "ok"}`` whenever the process answers; touches nothing."""
+    return dict(checks.LIVE)
+
+
+guard_routes(app.routes)
 
 
 def _consumer(name: str) -> Callable[[Any], PartialItemFailureResponse]:

@@ -35,6 +35,8 @@ ENV_EXACT_SCAN_MAX_ROWS = "ENGRAM_EXACT_SCAN_MAX_ROWS"
 ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
 ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
 ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
+ENV_DB_CONNECT_TIMEOUT_S = "ENGRAM_DB_CONNECT_TIMEOUT_S"
+ENV_DB_POOL_TIMEOUT_S = "ENGRAM_DB_POOL_TIMEOUT_S"
 ENV_INLINE_MAX_BYTES = "ENGRAM_INLINE_MAX_BYTES"
 ENV_INLINE_INGEST = "ENGRAM_INLINE_INGEST"
 ENV_MAX_REQUEST_BYTES = "ENGRAM_MAX_REQUEST_BYTES"
@@ -129,6 +131,15 @@ class Settings:
     max_file_bytes: int = setting(512 * 1024 * 1024, ENV_MAX_FILE_BYTES)  # largest file ingested (OpenAI's limit)
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
     db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
+    # Longest one connection attempt may take, seconds (libpq ``connect_timeout``: TCP connect, TLS, authentication;
+    # whole seconds, libpq's minimum is 2, 0 waits forever). An unreachable host (a dropped SYN, a failover) costs a
+    # request at most this; a refused connection fails at once. 3 s: a healthy connect takes milliseconds in a VPC,
+    # and ~3 s leaves room for one lost SYN (Linux retransmits it after 1 s).
+    db_connect_timeout_s: int = setting(3, ENV_DB_CONNECT_TIMEOUT_S)
+    # Longest a request waits for a pooled connection, seconds (psycopg_pool's ``timeout``; its default, 30 s, is
+    # what every request waited while the database was down). Past it the request answers 503 database_unavailable
+    # with Retry-After; it stops waiting sooner when a connection attempt fails meanwhile (store/pooling.py).
+    db_pool_timeout_s: float = setting(3.0, ENV_DB_POOL_TIMEOUT_S)
     inline_max_bytes: int = setting(1024 * 1024, ENV_INLINE_MAX_BYTES)  # attach requests this small run inline
     # False: attach requests never parse or embed in the request, whatever their size; every file goes through the
     # dispatcher (deployed: the ingest queue, so the API function needs no parsers' dependencies; issue 16).

@@ -18,8 +18,10 @@ with ``raise ... from exc``; domain code never catches driver exceptions.
     ├── FileContentError (410; code file_content_missing | file_content_changed)   a file's stored bytes are gone
     ├── PayloadTooLargeError (413)
     ├── RateLimitError (429)
-    └── UpstreamError (502)                   an embedding or chat service failed
-        └── UpstreamTimeoutError (504)
+    ├── UpstreamError (502)                   an embedding or chat service failed
+    │   └── UpstreamTimeoutError (504)
+    └── ServiceUnavailableError (503; Retry-After)   Engram cannot serve right now; retrying later may work
+        └── DatabaseUnavailableError (503; code database_unavailable)   Postgres is unreachable or overloaded
 
 The root subclasses Chalice's ``ChaliceUnhandledError`` because only those reach ``@app.middleware`` (chalice
 ``app.py`` ``_get_view_function_response``), which is where the envelope is written.
@@ -38,6 +40,8 @@ class EngramError(ChaliceUnhandledError):
     status: int = 500
     type: str = "server_error"
     default_code: str | None = None
+    # Seconds a client should wait before retrying (the ``Retry-After`` header of the response); None: no header.
+    retry_after_s: int | None = None
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -166,3 +170,31 @@ class EmbeddedDatabaseError(ConfigurationError):
     or its data folder was made by another Postgres major version. The message says what to do; nothing is changed."""
 
     default_code = "embedded_database_unavailable"
+
+
+# Seconds a client is told to wait (``Retry-After``) before retrying a request Engram could not serve for a passing
+# reason. The openai SDK honours a Retry-After of up to 60 s (else its own backoff, 0.5 s doubling to 8 s) and retries
+# twice by default: 2 s twice covers a database restart or a Lambda's reconnect (the embedded server restarts in
+# ~0.1 s; a Postgres restart in seconds) without holding clients long. An Aurora failover takes ~30 s: clients that
+# must ride it out raise their SDK's max_retries.
+RETRY_AFTER_S = 2
+
+
+class ServiceUnavailableError(EngramError):
+    """503: Engram cannot serve the request right now for a reason expected to pass (the SDK retries 503s); the
+    response carries ``Retry-After: retry_after_s`` (seconds, default :data:`RETRY_AFTER_S`)."""
+
+    status = 503
+    type = "server_error"
+    default_code = "service_unavailable"
+    retry_after_s: int | None = RETRY_AFTER_S
+
+
+class DatabaseUnavailableError(ServiceUnavailableError):
+    """503: Postgres could not be reached or used: a connection could not be made within
+    ``ENGRAM_DB_CONNECT_TIMEOUT_S``, none was free within ``ENGRAM_DB_POOL_TIMEOUT_S``, or the server ended the
+    session mid-request (restart, failover). Built from ``psycopg.OperationalError`` at the HTTP edge
+    (:func:`chalicelib.api.middleware.database_unavailable`). A transaction the request had open is rolled back
+    by the server (a session that ends never commits), so a unit of work is never half-written."""
+
+    default_code = "database_unavailable"

@@ -24,10 +24,18 @@ def dev_mode():
     deps.set_settings(None)
 
 
-def test_health():
-    with Client(app) as client:
-        response = client.http.get("/health")
-    assert response.status_code == 200 and response.json_body == {"status": "ok"}
+def test_health(settings):
+    """/health is readiness (the database answers), /health/live liveness; neither needs a key."""
+    deps.set_settings(settings)
+    try:
+        with Client(app) as client:
+            response = client.http.get("/health")
+            live = client.http.get("/health/live")
+    finally:
+        deps.set_settings(None)
+    assert response.status_code == 200 and response.json_body["status"] == "ok"
+    assert response.json_body["database"]["status"] == "ok"
+    assert live.status_code == 200 and live.json_body == {"status": "ok"}
 
 
 def test_missing_key_is_401_in_the_envelope(dev_mode):

@@ -19,8 +19,8 @@ import psycopg
 from chalicelib import deps
 from chalicelib.errors import AuthenticationError
 
-# Paths served without a key (liveness probes).
-PUBLIC_PATHS = frozenset({"/health"})
+# Paths served without a key: the readiness and liveness probes (chalicelib.api.health).
+PUBLIC_PATHS = frozenset({"/health", "/health/live"})
 # Authorization schemes carrying an API key (lower case): OpenAI's ``Bearer``, and ``Token``, which mem0's clients
 # send (``chalicelib.api.routes.mem0``). Both name the same keys.
 KEY_SCHEMES = frozenset({"bearer", "token"})

@@ -17,7 +17,11 @@ The contract (one WSGI app, shared by AWS and ``engram serve``):
   the stream starts (NUL, lone surrogates, ``1e400``, ``NaN``, absurd nesting: 400). Without
   ``"stream": true`` the request is answered like the API's route (:func:`service.create_response`, JSON), so
   one URL can serve every Responses create call.
-- ``GET /health`` — ``{"status": "ok"}`` without a key (the Lambda Web Adapter's readiness check).
+- ``GET /health`` (readiness: the database answers, else 503) and ``GET /health/live`` (liveness, touching nothing)
+  without a key, answered as the API answers them (:mod:`chalicelib.api.health`). The Lambda Web Adapter's
+  readiness check is ``/health/live``: a front started while the database is down must still come up and answer.
+- a database that cannot be reached (``psycopg.OperationalError``) before the first event: 503
+  ``database_unavailable`` with ``Retry-After``, as on the API; during a stream, a ``response.failed`` event.
 - anything else — 404 in the error envelope (retrieve/delete/list stay on the API Gateway API).
 
 Serving it:
@@ -26,12 +30,12 @@ Serving it:
   ``InvokeMode: RESPONSE_STREAM``**, running this module through the **AWS Lambda Web Adapter** layer
   (``arn:aws:lambda:${AWS::Region}:753240598075:layer:LambdaAdapterLayerX86:<version>``, or the Arm64 one) with
   ``AWS_LAMBDA_EXEC_WRAPPER=/opt/bootstrap``, ``AWS_LWA_INVOKE_MODE=response_stream``, ``AWS_LWA_PORT=8080``,
-  ``AWS_LWA_READINESS_CHECK_PATH=/health`` and the handler set to an executable script in the package root::
+  ``AWS_LWA_READINESS_CHECK_PATH=/health/live`` and the handler set to an executable script in the package root::
 
       #!/bin/bash
       cd "$LAMBDA_TASK_ROOT" && exec python -m chalicelib.api.streaming_front --port "${AWS_LWA_PORT:-8080}"
 
-  (the adapter waits for ``/health``, then forwards each invocation as an HTTP request). The function URL's
+  (the adapter waits for ``/health/live``, then forwards each invocation as an HTTP request). The function URL's
   ``AuthType`` can be ``NONE`` because every request is authenticated here by its API key. The function's timeout
   (at most 900 s) bounds one streamed response. Clients use the function URL plus ``/v1`` as ``base_url`` for
   ``responses.create(stream=True)`` / ``responses.stream(...)`` and the API Gateway URL for everything else (or
@@ -57,16 +61,20 @@ from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+import psycopg
+
 from chalicelib import deps
+from chalicelib.api import health as checks
 from chalicelib.api.context import resolve_tenant
-from chalicelib.api.middleware import error_response
+from chalicelib.api.middleware import database_unavailable, error_response
 from chalicelib.errors import EngramError, NotFoundError
 from chalicelib.validation import parse_json_object, unknown_parameter
 
 logger = logging.getLogger("engram.responses.stream")
 
 RESPONSES_PATH = "/v1/responses"
-HEALTH_PATH = "/health"
+HEALTH_PATH = checks.HEALTH_PATH
+LIVE_PATH = checks.LIVE_PATH
 SSE_HEADERS = (
     ("Content-Type", "text/event-stream; charset=utf-8"),
     ("Cache-Control", "no-cache"),
@@ -114,8 +122,11 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, quer
     lowered = {k.lower(): v for k, v in headers.items()}
     started = time.monotonic()
     try:
+        if method.upper() == "GET" and route == LIVE_PATH:
+            return _json(200, checks.LIVE)
         if method.upper() == "GET" and route == HEALTH_PATH:
-            return _json(200, {"status": "ok"})
+            status, answer, extra = checks.readiness(deps.current_settings())
+            return _json(status, answer, extra)
         if route != RESPONSES_PATH:
             raise NotFoundError(f"Invalid URL ({method.upper()} {route})", code=None)
         if method.upper() != "POST":
@@ -134,11 +145,9 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, quer
         logger.info("streaming response for tenant %s", tenant)
         return FrontResponse(200, list(SSE_HEADERS), _encoded(events, started), streaming=True)
     except EngramError as exc:
-        rendered = error_response(exc)
-        payload = rendered.body.encode("utf-8")
-        # error_response sets single-valued headers only (Chalice also allows lists of values).
-        pairs = [(name, value) for name, value in rendered.headers.items() if isinstance(value, str)]
-        return FrontResponse(exc.status, [*pairs, ("Content-Length", str(len(payload)))], iter([payload]))
+        return _error(exc)
+    except psycopg.OperationalError as exc:  # the database is unreachable or went away: 503, Retry-After
+        return _error(database_unavailable(exc))
     except Exception:  # a bug: logged, answered generically (never the exception text)
         logger.exception("streaming front failed on %s %s", method, route)
         return _json(500, {"error": {"message": _GENERIC, "type": "server_error", "param": None, "code": None}})
@@ -167,10 +176,20 @@ def _encoded(events: Iterator[dict[str, Any]], started: float) -> Iterator[bytes
         logger.info("response stream ended after %d events in %.0f ms", count, (time.monotonic() - started) * 1000)
 
 
-def _json(status: int, payload: Any) -> FrontResponse:
+def _error(exc: EngramError) -> FrontResponse:
+    """The API's error response for ``exc`` (its envelope, status and headers, e.g. Retry-After)."""
+    rendered = error_response(exc)
+    payload = rendered.body.encode("utf-8")
+    # error_response sets single-valued headers only (Chalice also allows lists of values).
+    pairs = [(name, value) for name, value in rendered.headers.items() if isinstance(value, str)]
+    return FrontResponse(exc.status, [*pairs, ("Content-Length", str(len(payload)))], iter([payload]))
+
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> FrontResponse:
     data = json.dumps(payload).encode()
-    return FrontResponse(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
-                         iter([data]))
+    extra = list((headers or {}).items())
+    return FrontResponse(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                                  *extra], iter([data]))
 
 
 def _route(path: str) -> str:

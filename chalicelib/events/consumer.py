@@ -8,6 +8,9 @@ in ``batchItemFailures`` and comes back after the visibility timeout; when its l
 (``Settings.max_receives``), the failure is recorded first (the file shows ``last_error``, or a ``drop_errors`` row
 is left) and SQS moves it to the queue's dead-letter queue.
 
+Once a record finds the database unreachable (:func:`chalicelib.store.db.unreachable`), the batch's remaining
+records fail at once rather than each meeting the same outage; all of them come back.
+
 The batch is acknowledged as a whole (Lambda deletes its succeeded records when the handler returns), so it is made
 durable as a whole: the records' commits do not wait for the disk, one flush at the end does
 (:func:`chalicelib.store.db.deferred_durability`), and then the follow-up messages the records sent are sent
@@ -19,7 +22,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import psycopg
 
 from chalicelib import deps
 from chalicelib.config import Settings
@@ -48,9 +54,32 @@ def handle(event: dict[str, Any], context: Any = None) -> PartialItemFailureResp
     settings = deps.current_settings()
     outbox = Outbox(deps.dispatcher(settings))
     with deferred_durability(settings):
-        response = batch.process(event, lambda record: _record(record, settings, outbox), context)
+        response = batch.process(event, _failing_fast(lambda record: _record(record, settings, outbox)), context)
     outbox.flush()
     return response
+
+
+def _failing_fast(record_handler: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``record_handler`` for one batch, except that after a record failed because the database is unreachable,
+    the remaining records fail at once (``DatabaseUnavailableError``) instead of each waiting for the same outage.
+    Every failed record is reported and comes back after its visibility timeout."""
+    from chalicelib.errors import DatabaseUnavailableError
+    from chalicelib.store.db import unreachable
+
+    outage: list[BaseException] = []
+
+    def run(record: Any) -> None:
+        if outage:
+            raise DatabaseUnavailableError("not tried: the database was unreachable for an earlier record of the "
+                                           f"batch ({type(outage[0]).__name__})")
+        try:
+            record_handler(record)
+        except psycopg.OperationalError as exc:
+            if unreachable(exc):
+                outage.append(exc)
+            raise
+
+    return run
 
 
 def _record(record: Any, settings: Settings, outbox: Outbox) -> None:

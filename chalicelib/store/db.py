@@ -1,6 +1,7 @@
 """Connections to Postgres: the URL (``DATABASE_URL`` or the embedded server), pgvector registration,
-migrations on first connect, and feature detection of the pgvector version (0.8 embedded and on AWS; a
-``DATABASE_URL`` server may be older)."""
+migrations on first connect, the process's pool (failing fast while the database is away and recovering at once:
+:mod:`chalicelib.store.pooling`; every connection attempt bounded by ``ENGRAM_DB_CONNECT_TIMEOUT_S``), and feature
+detection of the pgvector version (0.8 embedded and on AWS; a ``DATABASE_URL`` server may be older)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import contextvars
 import functools
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -21,7 +23,7 @@ from chalicelib.errors import EngramError
 from chalicelib.store.migrate import migrate
 
 if TYPE_CHECKING:
-    import psycopg_pool
+    from chalicelib.store.pooling import EngramPool
 
 RowT = TypeVar("RowT")
 
@@ -63,15 +65,16 @@ def database_url(settings: Settings) -> str:
 
 
 @functools.cache
-def _migrated(url: str, auto_migrate: bool = True) -> bool:
+def _migrated(url: str, auto_migrate: bool = True, connect_timeout_s: int = 0) -> bool:
     if auto_migrate:
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s) as conn:
             migrate(conn)
     return True
 
 
 def connect(settings: Settings) -> psycopg.Connection:
-    """An autocommit connection with pgvector registered; the schema is migrated once per process and URL.
+    """An autocommit connection with pgvector registered; the schema is migrated once per process and URL. Each
+    attempt to connect takes at most ``settings.db_connect_timeout_s`` seconds.
 
     Use ``with conn.transaction():`` for atomic work. The caller closes the connection.
 
@@ -79,8 +82,8 @@ def connect(settings: Settings) -> psycopg.Connection:
         psycopg.OperationalError: the database cannot be reached.
     """
     url = database_url(settings)
-    _migrated(url, settings.auto_migrate)
-    conn = psycopg.connect(url, autocommit=True)
+    _migrated(url, settings.auto_migrate, settings.db_connect_timeout_s)
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=settings.db_connect_timeout_s)
     register_vector(conn)
     return conn
 
@@ -104,7 +107,7 @@ _FLUSH = "SELECT pg_current_xact_id(), pg_logical_emit_message(false, 'engram.fl
 _deferral: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("engram_deferred_durability",
                                                                               default=None)
 
-_pools: dict[tuple[str, int], psycopg_pool.ConnectionPool] = {}
+_pools: dict[tuple[str, int, int, float], EngramPool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -116,22 +119,45 @@ def _reset(conn: psycopg.Connection) -> None:
     conn.execute(_RESET)
 
 
-def pool(settings: Settings) -> psycopg_pool.ConnectionPool:
+def pool(settings: Settings) -> EngramPool:
     """The process's connection pool for ``settings`` (psycopg_pool, autocommit, pgvector registered; at most
-    ``settings.db_pool_size`` connections), created and the schema migrated on first use."""
-    from psycopg_pool import ConnectionPool
+    ``settings.db_pool_size`` connections), created and the schema migrated on first use.
+
+    While the database is away it fails fast and it recovers by itself (:mod:`chalicelib.store.pooling`): a
+    connection attempt takes at most ``settings.db_connect_timeout_s``, a checkout waits at most
+    ``settings.db_pool_timeout_s`` (less when an attempt fails meanwhile), a connection the server closed is
+    replaced, not handed out.
+
+    Raises:
+        psycopg.OperationalError: the pool is new and the database cannot be reached to migrate it.
+    """
+    from chalicelib.store.pooling import EngramPool
 
     url = database_url(settings)
-    key = (url, settings.db_pool_size)
+    key = (url, settings.db_pool_size, settings.db_connect_timeout_s, settings.db_pool_timeout_s)
     with _pools_lock:
         existing = _pools.get(key)
         if existing is None:
-            _migrated(url, settings.auto_migrate)
-            existing = ConnectionPool(url, min_size=1, max_size=settings.db_pool_size, open=True,
-                                      kwargs={"autocommit": True}, configure=_configure, reset=_reset,
-                                      name="engram")
+            _migrated(url, settings.auto_migrate, settings.db_connect_timeout_s)
+            existing = EngramPool(url, min_size=1, max_size=settings.db_pool_size, open=True,
+                                  kwargs={"autocommit": True, "connect_timeout": settings.db_connect_timeout_s},
+                                  configure=_configure, reset=_reset, timeout=settings.db_pool_timeout_s,
+                                  name="engram")
             _pools[key] = existing
     return existing
+
+
+def ping(settings: Settings) -> float:
+    """One round trip (``SELECT 1``) on a pooled connection: seconds, checkout included. The readiness check.
+
+    Raises:
+        psycopg.OperationalError: the database cannot be reached (``PoolTimeout`` and its subclasses included).
+        EngramError: the database's URL cannot be found (e.g. the embedded server cannot start).
+    """
+    started = time.monotonic()
+    with pool(settings).connection() as conn:
+        conn.execute("SELECT 1")
+    return time.monotonic() - started
 
 
 @contextlib.contextmanager
@@ -200,6 +226,28 @@ def atomic(conn: psycopg.Connection) -> contextlib.AbstractContextManager[object
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return contextlib.nullcontext()
     return conn.transaction()
+
+
+# SQLSTATEs meaning the session or the server went away, not that a statement failed: class 08 (connection
+# exception), 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now, 53300 too_many_connections
+# (PostgreSQL "Appendix A. Error Codes").
+_UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached or used right now (no connection could be had, or the
+    session ended under the caller) rather than that a statement failed: psycopg_pool's ``PoolTimeout`` (and
+    ``DatabaseUnreachable``), an ``OperationalError`` without SQLSTATE (libpq's own: refused, timed out, server
+    closed the connection, connection closed), SQLSTATE class 08 or one of :data:`_UNREACHABLE_STATES`. A deadlock
+    or a cancelled statement is an ``OperationalError`` too, but not this."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _UNREACHABLE_STATES
 
 
 def close_pools() -> None:

@@ -85,7 +85,10 @@ def test_revoked_key_is_401(server, api_settings):
 
 def test_health_needs_no_key(server):
     response = httpx.get(server.url.removesuffix("/v1") + "/health")
-    assert response.status_code == 200 and response.json() == {"status": "ok"}
+    assert response.status_code == 200 and response.json()["status"] == "ok"
+    assert response.json()["database"]["status"] == "ok"
+    live = httpx.get(server.url.removesuffix("/v1") + "/health/live")
+    assert live.status_code == 200 and live.json() == {"status": "ok"}
 
 
 # ---- malformed bodies -------------------------------------------------------------------------------------------

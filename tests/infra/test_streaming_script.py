@@ -37,7 +37,7 @@ def test_startup_script_serves_the_readiness_check(code_zip: zipfile.ZipFile, tm
         while True:
             assert process.poll() is None, process.stderr.read().decode()
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/live", timeout=2) as response:
                     assert response.status == 200
                     break
             except OSError:

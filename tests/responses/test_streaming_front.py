@@ -108,7 +108,9 @@ def test_standalone_front_answers_non_streaming_creates_and_health(front, make_k
     response = client.responses.create(model="fake-model", input="hi")
     assert response.output_text == "Not streamed." and response.status == "completed"
     root = front.removesuffix("/v1")
-    assert httpx.get(f"{root}/health").json() == {"status": "ok"}
+    health = httpx.get(f"{root}/health").json()
+    assert health["status"] == "ok" and health["database"]["status"] == "ok"
+    assert httpx.get(f"{root}/health/live").json() == {"status": "ok"}
     missing = httpx.get(f"{front}/files", headers={"Authorization": "Bearer x"})
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "invalid_request_error"
     bad = httpx.post(f"{front}/responses", content=b"{not json", headers={"Authorization": "Bearer x"})
