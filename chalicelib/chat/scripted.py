@@ -5,8 +5,10 @@ configured; ``ENGRAM_CHAT_PROVIDER=scripted`` (or a route ``pattern=scripted``) 
 It answers deterministically and says what it is. A free-text answer names itself, repeats the user's last message
 and lists what the instructions' ``<memory>`` block recalled (the memories Engram put in front of the model), so
 the demo shows recall working without a language model. A JSON answer (``response_format``) is the empty instance
-of the requested schema (``{}`` for JSON mode): valid, and saying nothing — it never invents memories. It never
-calls tools, so ``file_search`` is offered to it in vain. Usage counts whitespace-separated words.
+of the requested schema (``{}`` for JSON mode): valid, and saying nothing — it never invents memories. It calls a
+tool only when the request forces one (``tool_choice`` ``required`` or a named tool): ``file_search`` with the
+user's last message as its query, any other function with ``{}``; after a tool's results it quotes their
+beginning. Usage counts whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.chat.base import ChatRequest, ChatResult, TextDelta, Usage
+from chalicelib.chat.base import ChatRequest, ChatResult, TextDelta, ToolCall, Usage
 
 __all__ = ["LABEL", "MODEL", "ScriptedBackend"]
 
@@ -26,6 +28,8 @@ MODEL = "engram-scripted"
 # How every free-text answer begins: nobody mistakes it for a real model.
 LABEL = "[scripted local model: no chat model is configured]"
 _BLOCK = re.compile(r"<memory>(.*?)</memory>", re.S)
+# Characters of a tool's results quoted in the answer that follows them.
+QUOTED_CHARS = 300
 
 
 class ScriptedBackend:
@@ -33,8 +37,11 @@ class ScriptedBackend:
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """The scripted answer for ``request`` (never raises)."""
-        text = _json_answer(request.response_format) if request.response_format else _answer(request)
         words = sum(len((m.content or "").split()) for m in request.messages)
+        call = _forced_call(request)
+        if call is not None:
+            return ChatResult(text="", tool_calls=(call,), finish_reason="tool_calls", usage=Usage(words, 1))
+        text = _json_answer(request.response_format) if request.response_format else _answer(request)
         return ChatResult(text=text, usage=Usage(words, len(text.split())))
 
     def stream(self, request: ChatRequest) -> Iterator[TextDelta | ChatResult]:
@@ -45,9 +52,28 @@ class ScriptedBackend:
         yield result
 
 
+def _forced_call(request: ChatRequest) -> ToolCall | None:
+    """The tool call a forced ``tool_choice`` asks for, unless the last turn already answered a call."""
+    if not request.tools or request.tool_choice in ("auto", "none"):
+        return None
+    if request.messages and request.messages[-1].role == "tool":
+        return None
+    choice = request.tool_choice
+    name = choice.get("name") if isinstance(choice, dict) else request.tools[0].name
+    if name is None:
+        return None
+    asked = next((m.content or "" for m in reversed(request.messages) if m.role == "user"), "")
+    arguments = json.dumps({"queries": [asked]}) if name == "file_search" else "{}"
+    return ToolCall(id=f"call_scripted_{len(request.messages)}", name=name, arguments=arguments)
+
+
 def _answer(request: ChatRequest) -> str:
     system = "\n".join(m.content or "" for m in request.messages if m.role == "system")
     asked = next((m.content or "" for m in reversed(request.messages) if m.role == "user"), "")
+    if request.messages and request.messages[-1].role == "tool":
+        found = " ".join((request.messages[-1].content or "").split())
+        return "\n".join([LABEL, f"You asked: {asked.strip()}",
+                          f"The search found: {found[:QUOTED_CHARS] + ('…' if len(found) > QUOTED_CHARS else '')}"])
     block = _BLOCK.search(system)
     remembered = [line[2:].strip() for line in (block.group(1).splitlines() if block else [])
                   if line.startswith("- ")]
@@ -56,7 +82,7 @@ def _answer(request: ChatRequest) -> str:
         lines.append("What I remember about you:")
         lines += [f"- {item}" for item in remembered]
     else:
-        lines.append("I remember nothing about you yet.")
+        lines.append("Nothing I remember about you was recalled for this.")
     return "\n".join(lines)
 
 

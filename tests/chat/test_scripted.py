@@ -22,7 +22,7 @@ def test_it_repeats_what_recall_gave_it_and_says_what_it_is():
     assert "".join(p.text for p in pieces if isinstance(p, TextDelta)) == answer.text
     assert isinstance(pieces[-1], ChatResult) and pieces[-1].tool_calls == ()
     bare = ScriptedBackend().complete(ChatRequest(model=MODEL, messages=[ChatMessage("user", "Hi")]))
-    assert bare.text.endswith("I remember nothing about you yet.")
+    assert bare.text.endswith("Nothing I remember about you was recalled for this.")
 
 
 def test_json_requests_get_the_schemas_empty_instance():
@@ -38,3 +38,19 @@ def test_the_model_name_always_reaches_it():
     assert routing.provider_for(bedrock, MODEL) == "scripted" and routing.backend_key(bedrock, MODEL) == ("scripted",)
     assert isinstance(routing.build_backend(bedrock, "scripted"), ScriptedBackend)
     assert routing.provider_for(bedrock, "anything-else") == "bedrock"
+
+
+def test_a_forced_tool_is_called_then_its_results_quoted():
+    from chalicelib.chat.base import ToolSpec
+
+    search = ToolSpec("file_search", "Search.", {"type": "object", "properties": {"queries": {"type": "array"}}})
+    asked = [ChatMessage("user", "How does BM25 rank?")]
+    call = ScriptedBackend().complete(ChatRequest(model=MODEL, messages=asked, tools=[search],
+                                                  tool_choice={"name": "file_search"}))
+    assert call.finish_reason == "tool_calls" and json.loads(call.tool_calls[0].arguments) == {
+        "queries": ["How does BM25 rank?"]}
+    assert ScriptedBackend().complete(ChatRequest(model=MODEL, messages=asked, tools=[search])).tool_calls == ()
+    after = asked + [ChatMessage("assistant", None, call.tool_calls),
+                     ChatMessage("tool", "bm25.txt: rare words count more", tool_call_id=call.tool_calls[0].id)]
+    answer = ScriptedBackend().complete(ChatRequest(model=MODEL, messages=after, tools=[search]))
+    assert answer.text.endswith("The search found: bm25.txt: rare words count more")

@@ -1,4 +1,4 @@
-"""OpenAI's validation errors over real HTTP (README "Errors"): each code the README's table lists, sent as a real
+"""OpenAI's validation errors over real HTTP (``docs/errors.md``): each code its table lists, sent as a real
 request; unknown fields refused on every JSON route and at any depth; hostile numbers (``1e400``) in attributes
 and function-tool parameters refused with the param named; absurdly nested bodies refused — always a 400 in
 OpenAI's envelope, never a 5xx, and nothing written."""
@@ -17,7 +17,7 @@ import pytest
 from chalicelib import ids
 from chalicelib.validation import CODES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ERRORS = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 STORE = "{store}"  # replaced by a real store's id
 FILE = "{file}"  # replaced by a real, processed file's id
@@ -63,7 +63,7 @@ def _store_state(client: openai.OpenAI, store_id: str) -> Any:
     return [(f.id, f.status, f.attributes) for f in client.vector_stores.files.list(store_id)]
 
 
-# ---- the README's table, row by row ------------------------------------------------------------------------------
+# ---- docs/errors.md's table, row by row ------------------------------------------------------------------------------
 
 RESPONSE = {"model": "any-model", "input": "hi"}
 # code → (path, body, param, message); the message's None parts are not checked.
@@ -108,20 +108,20 @@ TABLE = {
 }
 
 
-def _readme_codes() -> list[str]:
-    section = README.read_text(encoding="utf-8").split("### Errors", 1)[1].split("\n### ", 1)[0]
+def _listed_codes() -> list[str]:
+    section = ERRORS.read_text(encoding="utf-8")
     return [code for code in re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE) if code != "code"]
 
 
-def test_the_readme_table_lists_exactly_the_tested_codes():
-    listed = _readme_codes()
+def test_the_errors_table_lists_exactly_the_tested_codes():
+    listed = _listed_codes()
     assert len(listed) == len(set(listed)) and set(listed) == set(TABLE)
     # Every validation code is in the table, except the two no field of today's models can produce.
     assert CODES - set(listed) == {"string_below_min_length", "array_below_min_length"}
 
 
 @pytest.mark.parametrize("code", sorted(TABLE))
-def test_each_code_of_the_readme_table(http, real, client, code):
+def test_each_code_of_the_errors_table(http, real, client, code):
     path, body, param, message = TABLE[code]
     before = [s.id for s in client.vector_stores.list()]
     status, error = _send(http, path, body, real)
@@ -129,7 +129,7 @@ def test_each_code_of_the_readme_table(http, real, client, code):
     if message is not None:
         assert error["message"] == message
     if code == "missing_required_parameter":
-        assert message in README.read_text(encoding="utf-8")
+        assert message in ERRORS.read_text(encoding="utf-8")
     assert [s.id for s in client.vector_stores.list()] == before
 
 
