@@ -11,6 +11,9 @@ threshold ÷ without it: the share of quality the threshold keeps) and :data:`NO
 default ``max_num_results`` (the share that returns nothing), then a table of both at other thresholds, computed by
 filtering the unthresholded results. One JSON line ends the output.
 
+``--backend qdrant`` keeps the store's vectors and keyword index in Qdrant (``ENGRAM_QDRANT_URL``, else the embedded
+engine under the data folder; its own store, the same embedding cache), so the two backends' figures compare.
+
 ``--fit`` instead fits the relevance calibration (``chalicelib/search/relevance.py``) for the configured embedder on
 1,000 nonsense queries of another seed (``FIT_SEED``) and prints the constants; no real query is used.
 
@@ -20,11 +23,13 @@ own store), which is how that embedder's calibration entry was fitted.
 
     ./dev python benchmarks/retrieval.py ../shared/data/beir/nfcorpus
     ./dev python benchmarks/retrieval.py ../shared/data/beir/nfcorpus --fit
+    ./dev python benchmarks/retrieval.py ../shared/data/beir/nfcorpus --backend qdrant
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -36,6 +41,8 @@ from typing import Any
 from common import SHARED_DATA, bench_settings, percentile
 from nonsense import default_vocab, dictionary, nonsense_queries, split_dictionary, without_stop_words
 
+from chalicelib import deps
+from chalicelib.config import VECTOR_BACKENDS
 from chalicelib.embed import build_embedder
 from chalicelib.embed.base import Embedder
 from chalicelib.embed.hashing import HashingEmbedder
@@ -43,6 +50,7 @@ from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.engine import embed_with_cache
 from chalicelib.ingest.pipeline import ingest_bytes
+from chalicelib.qdrant import collection_name
 from chalicelib.search import relevance
 from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.ranking import rank
@@ -111,17 +119,18 @@ def recall_at(ranked: list[str], rels: dict[str, int], k: int = 100) -> float:
 
 def prepare(args: argparse.Namespace) -> Bench:
     """Load the data set and make sure the store holds it (embedding through the cache, then the normal ingest)."""
-    settings = bench_settings()
+    settings = dataclasses.replace(bench_settings(), vector_backend=args.backend)
     corpus, queries, qrels = load(args.folder)
     if args.max_docs:
         corpus = dict(list(corpus.items())[: args.max_docs])
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
     embedder: Embedder = HashingEmbedder() if args.embedder == "hashing" else build_embedder(settings)
-    suffix = "-hashing" if args.embedder == "hashing" else ""
+    suffix = ("-hashing" if args.embedder == "hashing" else "") + ("-qdrant" if args.backend == "qdrant" else "")
     store_name = args.store or f"beir-{args.folder.name}{suffix}"
     conn = connect(settings)
-    store = vector_stores.find_or_create(conn, TENANT, store_name, model=embedder.model, dim=embedder.dimension)
+    store = vector_stores.find_or_create(conn, TENANT, store_name, model=embedder.model, dim=embedder.dimension,
+                                         backend=args.backend)
     strategy = resolve_chunking_strategy(None, embedder_max_tokens=embedder.max_input_tokens)
     print(f"corpus {len(corpus)} docs, {len(queries)} queries; embedder {embedder.model}; chunking "
           f"{strategy.max_chunk_size_tokens}/{strategy.chunk_overlap_tokens} tokens; store {store.id}", flush=True)
@@ -147,6 +156,10 @@ def prepare(args: argparse.Namespace) -> Bench:
                               embedder=embedder)
         statuses[result.status] = statuses.get(result.status, 0) + 1
     ingest_s = time.perf_counter() - started
+    if store.backend == "qdrant":  # the embedded engine builds its indexes only when asked
+        started = time.perf_counter()
+        deps.qdrant(settings).optimize(collection_name(settings, embedder.dimension))
+        print(f"Qdrant indexes built in {time.perf_counter() - started:.0f}s", flush=True)
     store = vector_stores.get(conn, TENANT, store.id)
     print(f"chunks {len(texts)} ({computed} embedded now, {embed_s:.0f}s); ingest {ingest_s:.0f}s {statuses}; "
           f"store holds {store.chunk_count} chunks", flush=True)
@@ -249,6 +262,8 @@ def main() -> int:
     parser.add_argument("folder", nargs="?", type=Path, default=SHARED_DATA / "beir" / "nfcorpus")
     parser.add_argument("--store", default=None, help="vector store name (default beir-<folder name>)")
     parser.add_argument("--embedder", choices=("configured", "hashing"), default="configured")
+    parser.add_argument("--backend", choices=VECTOR_BACKENDS, default="pgvector",
+                        help="where the store's vectors and keyword index live (its own store per backend)")
     parser.add_argument("--fit", action="store_true", help="fit the relevance calibration and print it")
     parser.add_argument("--max-docs", type=int, default=None, help="only the first N documents (smoke runs)")
     parser.add_argument("--max-queries", type=int, default=None)
@@ -272,7 +287,8 @@ def main() -> int:
         cells = [f"{results[m]['by_threshold'][str(t)]['nonsense_empty']:.1%} / "
                  f"{results[m]['by_threshold'][str(t)]['ndcg_retention']:.1%}" for m in MODES]
         print(f"{t:9.1f}  " + "  ".join(f"{c:>20s}" for c in cells))
-    print(json.dumps({"benchmark": "retrieval", "dataset": args.folder.name, "docs": len(bench.corpus),
+    print(json.dumps({"benchmark": "retrieval", "dataset": args.folder.name, "backend": args.backend,
+                      "docs": len(bench.corpus),
                       "queries": len(bench.queries), "nonsense_queries": len(junk), "nonsense_seed": TEST_SEED,
                       "chunks": bench.store.chunk_count, "model": bench.embedder.model, **results}))
     return 0

@@ -70,6 +70,13 @@ ENV_MEMORY_QUEUE = "ENGRAM_MEMORY_QUEUE"
 ENV_MEMORY_NEAR_DUPLICATE = "ENGRAM_MEMORY_NEAR_DUPLICATE"
 ENV_MEMORY_HALF_LIFE_DAYS = "ENGRAM_MEMORY_HALF_LIFE_DAYS"
 ENV_MEMORY_DECAY_FLOOR = "ENGRAM_MEMORY_DECAY_FLOOR"
+# The vector backend (issue 23).
+ENV_VECTOR_BACKEND = "ENGRAM_VECTOR_BACKEND"
+ENV_QDRANT_URL = "ENGRAM_QDRANT_URL"
+ENV_QDRANT_API_KEY = "ENGRAM_QDRANT_API_KEY"
+ENV_QDRANT_SECRET_ARN = "ENGRAM_QDRANT_SECRET_ARN"
+ENV_QDRANT_TIMEOUT_S = "ENGRAM_QDRANT_TIMEOUT_S"
+ENV_QDRANT_COLLECTION_PREFIX = "ENGRAM_QDRANT_COLLECTION_PREFIX"
 
 # keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
 # acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
@@ -79,6 +86,11 @@ AUTH_MODES = ("keys", "dev")
 CHAT_PROVIDERS = ("openai", "bedrock", "scripted")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
+
+# Where a vector store's vectors and keyword index live (chalicelib/search/backends): pgvector in Postgres (the
+# default), or Qdrant (a server or cluster at ENGRAM_QDRANT_URL; without it, the embedded Qdrant Edge engine under
+# the data folder). Postgres stays the system of record either way.
+VECTOR_BACKENDS = ("pgvector", "qdrant")
 
 # Default model per embedding provider.
 DEFAULT_MODELS = {
@@ -185,6 +197,16 @@ class Settings:
     # Decay never scores a memory below this: 0.9 keeps LoCoMo Recall@10 of memories written at their session times
     # at 0.744 (0.382 at 0.5, 0.753 without decay; benchmarks/memory.py --aged, README).
     memory_decay_floor: float = setting(0.9, ENV_MEMORY_DECAY_FLOOR)
+    # New vector stores' backend (existing stores keep theirs; `engram stores reindex` moves one).
+    vector_backend: str = setting("pgvector", ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
+    # A Qdrant server or cluster (its REST root, e.g. https://xyz.cloud.qdrant.io:6333); None → the embedded engine
+    # under <data_dir>/qdrant (local development and tests only: one process opens it at a time).
+    qdrant_url: str | None = setting(None, ENV_QDRANT_URL)
+    qdrant_api_key: str | None = setting(None, ENV_QDRANT_API_KEY)  # sent as the api-key header
+    qdrant_secret_arn: str | None = setting(None, ENV_QDRANT_SECRET_ARN)  # Secrets Manager: the API key (deployed)
+    qdrant_timeout_s: float = setting(10.0, ENV_QDRANT_TIMEOUT_S)  # per request to the server
+    # Collections are named <prefix>chunks_<dim>.
+    qdrant_collection_prefix: str = setting("engram_", ENV_QDRANT_COLLECTION_PREFIX)
 
     @property
     def unclaimed_after_s(self) -> float:

@@ -1,6 +1,6 @@
 """The composition root: every dependency a process shares is built here, lazily, once, and can be replaced by
-tests — the settings, the embedder, the chat backend for each model, the dispatcher, the blob store and database
-connections. (AWS clients are cached one level down, in :mod:`chalicelib.aws`.)
+tests — the settings, the embedder, the chat backend for each model, the dispatcher, the blob store, the Qdrant
+transport and database connections. (AWS clients are cached one level down, in :mod:`chalicelib.aws`.)
 
 Nothing here runs at import. The edges — the HTTP routes, the queue consumers, the scheduled jobs, the CLI — ask
 for what they need; domain code receives it or asks here.
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from chalicelib.chat.base import ChatBackend
     from chalicelib.dispatch.port import Dispatcher
     from chalicelib.embed.base import Embedder
+    from chalicelib.qdrant import QdrantTransport
     from chalicelib.store.blobs import BlobStore
 
 __all__ = [
@@ -29,9 +30,11 @@ __all__ = [
     "current_settings",
     "dispatcher",
     "embedder",
+    "qdrant",
     "reset",
     "set_dispatcher",
     "set_embedder",
+    "set_qdrant",
     "set_settings",
 ]
 
@@ -135,6 +138,28 @@ def blob_store(config: Settings | None = None) -> BlobStore:
     return _blob_store_for(config or current_settings())
 
 
+@functools.cache
+def _qdrant_for(url: str | None, root: str, config: Settings) -> QdrantTransport:
+    from chalicelib.qdrant import build_transport
+
+    return build_transport(config)
+
+
+def qdrant(config: Settings | None = None) -> QdrantTransport:
+    """The Qdrant transport (:func:`chalicelib.qdrant.build_transport`): HTTP to ``ENGRAM_QDRANT_URL``, else the
+    embedded engine under the data folder; one per server or folder in the process."""
+    override = _overrides.get("qdrant")
+    if override is not None:
+        return override
+    config = config or current_settings()
+    return _qdrant_for(config.qdrant_url, str(config.data_dir), config)
+
+
+def set_qdrant(value: QdrantTransport | None) -> None:
+    """Replace the Qdrant transport for this process (tests); ``None`` restores the configured one."""
+    _set("qdrant", value)
+
+
 def connect(config: Settings | None = None) -> psycopg.Connection:
     """A new autocommit connection (as the owner) to the configured (or embedded) database, schema migrated.
 
@@ -160,6 +185,7 @@ def reset() -> None:
             shutdown()
     _embedder_for.cache_clear()
     _blob_store_for.cache_clear()
+    _qdrant_for.cache_clear()
 
 
 def _set(name: str, value: Any) -> None:

@@ -43,7 +43,9 @@ def collect_files(paths: list[Path]) -> list[tuple[Path, str]]:
 def open_store(conn: psycopg.Connection, name: str) -> vector_stores.VectorStore:
     """The tenant's store named (or with id) ``name``, created for the configured embedder if missing."""
     embedder = deps.embedder()
-    return vector_stores.find_or_create(conn, settings().tenant, name, model=embedder.model, dim=embedder.dimension)
+    config = settings()
+    return vector_stores.find_or_create(conn, config.tenant, name, model=embedder.model, dim=embedder.dimension,
+                                        backend=config.vector_backend)
 
 
 def _existing_store(conn: psycopg.Connection, name: str, *, shared: bool = False) -> vector_stores.VectorStore:
@@ -84,7 +86,7 @@ def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters:
 
 
 def stats(conn: psycopg.Connection) -> dict[str, Any]:
-    """``{"tenant", "stores": [{id, name, embedding_model, embedding_dim, files: {status: n, total}, chunks,
+    """``{"tenant", "stores": [{id, name, embedding_model, embedding_dim, backend, files: {status: n, total}, chunks,
     usage_bytes, created_at, shared, shared_at, shared_by}]}`` (times in Unix seconds)."""
     tenant = settings().tenant
     out = []
@@ -94,9 +96,9 @@ def stats(conn: psycopg.Connection) -> dict[str, Any]:
             counts[row.status] += 1
         counts["total"] = sum(counts.values())
         out.append({"id": store.id, "name": store.name, "embedding_model": store.embedding_model,
-                    "embedding_dim": store.embedding_dim, "files": counts, "chunks": store.chunk_count,
-                    "usage_bytes": store.usage_bytes, "created_at": int(store.created_at.timestamp()),
-                    **sharing(store)})
+                    "embedding_dim": store.embedding_dim, "backend": store.backend, "files": counts,
+                    "chunks": store.chunk_count, "usage_bytes": store.usage_bytes,
+                    "created_at": int(store.created_at.timestamp()), **sharing(store)})
     return {"tenant": tenant, "stores": out}
 
 

@@ -1,6 +1,8 @@
-"""``engram stores``: the tenant's vector stores (the default: a table, or ``--json``), and the operator's sharing
+"""``engram stores``: the tenant's vector stores (the default: a table, or ``--json``), the operator's sharing
 of a store with every tenant, read-only (``engram stores share VS_ID`` / ``unshare VS_ID``; ``engram stores
-shared`` lists every shared store). What sharing lets other tenants do: chalicelib/store/vector_stores.py."""
+shared`` lists every shared store; what sharing lets other tenants do: chalicelib/store/vector_stores.py), and
+moving a store between vector backends without re-embedding (``engram stores reindex STORE --backend
+qdrant|pgvector``: chalicelib/search/backends/reindex.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from chalicelib.errors import EngramError
 from chalicelib.store import vector_stores
 from engram_cli import service
 
-app = typer.Typer(help="Vector stores: list the tenant's; share one with every tenant (read-only) or stop sharing.",
-                  invoke_without_command=True)
+app = typer.Typer(help="Vector stores: list the tenant's; share one with every tenant (read-only) or stop sharing; "
+                       "move one to another vector backend.", invoke_without_command=True)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -42,12 +44,49 @@ def stores(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
         print(json.dumps(rows, indent=2))
         return
     table = Table(title=f"Vector stores of tenant {settings().tenant!r}")
-    for column in ("id", "name", "files", "chunks", "model", "shared"):
+    for column in ("id", "name", "files", "chunks", "model", "backend", "shared"):
         table.add_column(column)
     for s in rows:
         table.add_row(s["id"], escape(s["name"] or ""), str(s["files"]["total"]), str(s["chunks"]),
-                      s["embedding_model"], _shared_label(s))
+                      s["embedding_model"], s["backend"], _shared_label(s))
     console.print(table)
+
+
+@app.command("reindex")
+def reindex(store: str = typer.Argument(..., help="The store's name or id (vs_...) in ENGRAM_TENANT."),
+            backend: str = typer.Option(..., "--backend", "-b", help="Where its vectors go: qdrant or pgvector."),
+            as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON.")) -> None:
+    """Move a store to another vector backend without re-embedding (vectors from its rows or the embedding
+    cache). Searches keep working during the move; an interrupted move resumes when run again. Exit 2 on bad
+    input, 1 if the move failed (run it again to resume)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from chalicelib.search.backends.reindex import move
+
+    config = settings()
+    try:
+        with deps.connect() as conn:
+            found = vector_stores.find(conn, config.tenant, store)
+            if found is None:
+                err_console.print(f"[bold red]error[/]: no vector store {escape(repr(store))} in tenant "
+                                  f"{escape(repr(config.tenant))}")
+                raise typer.Exit(code=2)
+            with Progress(TextColumn("moving {task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err_console, disable=as_json) as bar:
+                task = bar.add_task(f"{found.id} to {backend}", total=None)
+                moved = move(conn, config, found, backend,
+                             progress=lambda done, total: bar.update(task, completed=done, total=total))
+    except EngramError as exc:
+        err_console.print(f"[bold red]error[/]: {escape(exc.message)}" + (f" ({exc.code})" if exc.code else ""))
+        raise typer.Exit(code=2 if exc.status < 500 else 1) from None
+    outcome = {"id": found.id, "backend": moved.backend, "files": moved.files, "changed": moved.changed,
+               "embedded": moved.embedded, "resumed": moved.resumed}
+    if as_json:
+        print(json.dumps(outcome))
+        return
+    console.print(f"vector store {found.id} is on {moved.backend}: {moved.files} files moved"
+                  + (" (resumed)" if moved.resumed else "") + f", {moved.changed} changed during the move, "
+                  f"{moved.embedded} vectors embedded again", highlight=False, soft_wrap=True)
 
 
 @app.command("share")

@@ -59,9 +59,27 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return embedded_database_url(tmp_path_factory.mktemp("pg"))
 
 
+# The vector backends a module runs on when it opts in with ``VECTOR_BACKENDS = BOTH_BACKENDS`` (its tests then run
+# once per backend, each on a fresh database and data folder); every other module runs on pgvector.
+BOTH_BACKENDS = ("pgvector", "qdrant")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``vector_backend`` with the module's ``VECTOR_BACKENDS`` (see :data:`BOTH_BACKENDS`)."""
+    backends = getattr(metafunc.module, "VECTOR_BACKENDS", None)
+    if backends and "vector_backend" in metafunc.fixturenames:
+        metafunc.parametrize("vector_backend", backends, indirect=True, scope="module")
+
+
 @pytest.fixture(scope="module")
-def module_database(database_url: str) -> str:
-    """A fresh database per test module (isolated schema and statistics)."""
+def vector_backend(request: pytest.FixtureRequest) -> str:
+    """The backend new vector stores use in this module's settings (``pgvector`` unless parametrized)."""
+    return getattr(request, "param", "pgvector")
+
+
+@pytest.fixture(scope="module")
+def module_database(database_url: str, vector_backend: str) -> str:
+    """A fresh database per test module (and per vector backend it runs on): isolated schema and statistics."""
     name = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(database_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -69,10 +87,12 @@ def module_database(database_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def settings(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings pointing at the module's database, hashing embedder, exact-scan threshold kept default."""
+def settings(module_database: str, vector_backend: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings pointing at the module's database, hashing embedder, exact-scan threshold kept default, new vector
+    stores on the module's backend (the embedded Qdrant under the data folder for ``qdrant``)."""
     return dataclasses.replace(Settings(), database_url=module_database, embedding_provider="hashing",
-                               embedding_model="hashing-384", data_dir=tmp_path_factory.mktemp("data"))
+                               embedding_model="hashing-384", data_dir=tmp_path_factory.mktemp("data"),
+                               vector_backend=vector_backend)
 
 
 @pytest.fixture()

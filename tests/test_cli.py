@@ -145,3 +145,23 @@ def test_stores_share_and_unshare(cli, tmp_path, monkeypatch):
     assert owned["shared"] is False and owned["files"]["completed"] == 1
     result = CliRunner().invoke(app, ["stores", "share", "vs_doesnotexist"])
     assert result.exit_code == 2 and "No vector store" in result.output
+
+
+def test_a_store_moves_between_vector_backends(cli, settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(settings.data_dir))  # the embedded Qdrant lives under it
+    config.settings.cache_clear()
+    doc = tmp_path / "moraine.txt"
+    doc.write_text("A moraine is the rock and soil a glacier leaves behind in its valley.")
+    cli("ingest", str(doc), "--store", "movers", "--json")
+    moved = json.loads(cli("stores", "reindex", "movers", "--backend", "qdrant", "--json"))
+    assert (moved["backend"], moved["files"], moved["embedded"]) == ("qdrant", 1, 0)
+    assert [s["backend"] for s in json.loads(cli("stores", "--json")) if s["name"] == "movers"] == ["qdrant"]
+    assert json.loads(cli("search", "glacier valley rock", "--store", "movers", "--json"))[0]["filename"] == \
+        "moraine.txt"
+    assert "is on pgvector: 1 files moved" in cli("stores", "reindex", "movers", "--backend", "pgvector")
+    assert json.loads(cli("search", "glacier valley rock", "--store", "movers", "--json"))[0]["filename"] == \
+        "moraine.txt"
+    for args, message in ((["movers", "--backend", "milvus"], "Unknown vector backend 'milvus'"),
+                          (["nowhere", "--backend", "qdrant"], "no vector store 'nowhere'")):
+        result = CliRunner().invoke(app, ["stores", "reindex", *args])
+        assert result.exit_code == 2 and message in result.output, result.output

@@ -22,7 +22,7 @@ PACKAGE = REPO / "chalicelib"
 LAYERS = [
     {"errors", "ids", "config", "wire", "validation", "http_retry", "aws", "entrypoints", "observability",
      "jobs.model"},
-    {"embed", "chat", "store", "dispatch"},
+    {"embed", "chat", "store", "dispatch", "qdrant"},
     {"deps"},
     {"search", "ingest", "responses", "memory"},
     {"jobs", "events"},

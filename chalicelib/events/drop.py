@@ -143,7 +143,7 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
                 if row.version is None or row.file_id is None or row.vector_store_id is None:
                     return "duplicate"
                 return FileMessage(key.tenant, row.vector_store_id, row.file_id, row.version)
-            store = _store(conn, key, embedder)
+            store = _store(conn, key, embedder, settings.vector_backend)
             _check_size(conn, settings, key, record)
             side = drop_objects.get(conn, key.tenant, record.bucket, key.sidecar_key)
             attributes = side.attributes if side is not None and not side.deleted and side.attributes else {}
@@ -219,7 +219,7 @@ class _DropError(Exception):
         self.code, self.message = code, message
 
 
-def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> VectorStore:
+def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder, backend: str) -> VectorStore:
     """The store the key names, created by name when missing.
 
     Raises:
@@ -239,7 +239,8 @@ def _store(conn: psycopg.Connection, key: DropKey, embedder: Embedder) -> Vector
         if key.store.startswith(ids.VECTOR_STORE):
             raise _DropError("store_not_found", f"No vector store {key.store!r} in tenant {key.tenant!r} "
                                                 "(a segment starting with 'vs_' names an existing store by id).")
-        store = vector_stores.create(conn, key.tenant, name=key.store, model=embedder.model, dim=embedder.dimension)
+        store = vector_stores.create(conn, key.tenant, name=key.store, model=embedder.model, dim=embedder.dimension,
+                                     backend=backend)
     try:
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
     except EmbeddingMismatchError as exc:

@@ -162,6 +162,21 @@ def fail_version(conn: psycopg.Connection, tenant_id: str, store_id: str, file_i
 
 def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: FileMessage, *,
           report: Outcome | None = None) -> str:
+    """:func:`_stage`, then the file's points synced to Qdrant when its store lives there (a failure of that sync
+    is left to the ``sync_vector_index`` job: the chunks are committed)."""
+    result = _stage(conn, delivery, embedder, message, report=report)
+    _sync_index(conn, delivery.settings, message.vector_store_id, message.file_id)
+    return result
+
+
+def _sync_index(conn: psycopg.Connection, settings: Settings, store_id: str, file_id: str) -> None:
+    from chalicelib.search.backends import qdrant_sync
+
+    qdrant_sync.sync_file(conn, settings, store_id, file_id)
+
+
+def _stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: FileMessage, *,
+           report: Outcome | None = None) -> str:
     """Parse and chunk the version ``message`` names; inline, embed and swap the chunks in at once, otherwise stage
     them and send their embedding batches (a version already staged re-sends the batches that have not landed).
     ``report``, when given, receives the chunk and embedding counts of an inline run.
@@ -246,13 +261,21 @@ def _fits(conn: psycopg.Connection, tenant_id: str, embedder: Embedder, texts: S
 
 def land(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: BatchMessage) -> str:
     """Embed batch ``message.batch`` (through the tenant's embedding cache), store its vectors and count it; the
-    batch that completes the count also swaps the version's chunks in, in the same transaction. Returns
-    ``landed``, ``completed``, ``duplicate``, ``superseded``, ``rejected``, ``missing`` or the job's final status.
+    batch that completes the count also swaps the version's chunks in, in the same transaction (and then syncs
+    the file's points to Qdrant when its store lives there). Returns ``landed``, ``completed``, ``duplicate``,
+    ``superseded``, ``rejected``, ``missing`` or the job's final status.
 
     Raises:
         UpstreamError / RateLimitError: the embedding service failed after its retries (the message is retried).
         VersionFailedError: the version failed after this message was first received (left for the DLQ).
     """
+    result = _land(conn, delivery, embedder, message)
+    if result != "landed":
+        _sync_index(conn, delivery.settings, message.vector_store_id, message.file_id)
+    return result
+
+
+def _land(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: BatchMessage) -> str:
     settings = delivery.settings
     context = _open(conn, settings, message, delivery.arrived_at, batch=message.batch)
     if isinstance(context, str):

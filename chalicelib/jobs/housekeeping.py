@@ -20,6 +20,7 @@ __all__ = [
     "sweep_orphaned_objects",
     "sweep_upload_parts",
     "sync_drop_folder",
+    "sync_vector_index",
 ]
 
 # Finished ingestion versions are kept as long as a message of theirs may still arrive: SQS keeps a message at most
@@ -111,3 +112,33 @@ def sync_drop_folder(ctx: JobContext) -> JobResult:
                       cursor=dict(ctx.cursor) if ctx.cursor else None, out_of_time=lambda: ctx.out_of_time(MARGIN_S),
                       checkpoint=ctx.checkpoint)
     return JobResult(result.counts, cursor=result.cursor)
+
+
+def sync_vector_index(ctx: JobContext) -> JobResult:
+    """Sync the queued files of Qdrant stores (:mod:`chalicelib.search.backends.qdrant_sync`): every tenant's, or
+    the run's tenant's, in batches until none is left or the time is up; then, for the embedded engine, build the
+    indexes of what was written. Counts ``synced_files``, ``failed_files`` (kept queued with their error),
+    ``skipped_files`` (another sync held them) and ``points``.
+    """
+    from chalicelib import deps
+    from chalicelib.qdrant import collection_name
+    from chalicelib.search.backends import qdrant_sync
+    from chalicelib.store import vector_index_outbox as outbox
+
+    totals = qdrant_sync.SyncCounts()
+    more = False
+    with connection(ctx) as conn:
+        while True:
+            counts = qdrant_sync.sync_pending(conn, ctx.settings, tenant_id=ctx.tenant)
+            for name in ("synced", "failed", "skipped", "points"):
+                setattr(totals, name, getattr(totals, name) + getattr(counts, name))
+            if counts.synced == 0 or ctx.out_of_time(MARGIN_S):
+                more = counts.synced > 0
+                break
+        dims = outbox.qdrant_dimensions(conn)
+    if totals.points and not ctx.settings.qdrant_url:
+        transport = deps.qdrant(ctx.settings)
+        for dim in dims:
+            transport.optimize(collection_name(ctx.settings, dim))
+    return JobResult(totals.as_dict(), cursor={"more": True} if more else None)
+

@@ -41,6 +41,8 @@ JOBS: tuple[Job, ...] = (
         "Remove S3 objects no file or upload names any more."),
     Job("sync_drop_folder", f"{_HK}:sync_drop_folder", HOUR, "housekeeping", 60,
         "Bring each store to match the drop bucket: objects whose S3 event was missed, changed or deleted."),
+    Job("sync_vector_index", f"{_HK}:sync_vector_index", 5 * MINUTE, "housekeeping", 30,
+        "Bring Qdrant's points to match Postgres for queued files (deletes, retries) and build its indexes."),
     Job("summarize_conversations", "chalicelib.responses.summarize:summarize_job", HOUR, "memory_jobs", 600,
         "Precompute the summaries of long Responses conversations."),
     Job("consolidation", f"{_MEM}:consolidation", DAY, "memory_jobs", 600,

@@ -40,11 +40,13 @@ _COMPOUND_FIELDS = frozenset({"type", "filters"})
 
 
 class CompiledFilter:
-    """A SQL boolean expression over ``chunks`` (alias-free) and its named parameters."""
+    """A SQL boolean expression over ``chunks`` (alias-free) and its named parameters; ``source`` is the validated
+    filter it was compiled from (other backends compile it to their own language)."""
 
-    def __init__(self, expression: sql.Composable, params: dict[str, Any]) -> None:
+    def __init__(self, expression: sql.Composable, params: dict[str, Any], source: Any = None) -> None:
         self.expression = expression
         self.params = params
+        self.source = source
 
 
 def compile_filter(filters: Any, *, param: str = "filters", column: str = "attributes") -> CompiledFilter | None:
@@ -60,7 +62,7 @@ def compile_filter(filters: Any, *, param: str = "filters", column: str = "attri
     params: dict[str, Any] = {}
     budget = [MAX_CONDITIONS]
     expression = _compile(filters, param, 0, counter, params, budget, sql.Identifier(column))
-    return CompiledFilter(expression, params)
+    return CompiledFilter(expression, params, filters)
 
 
 def _compile(node: Any, path: str, depth: int, counter: itertools.count, params: dict[str, Any],

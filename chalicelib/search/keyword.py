@@ -130,12 +130,15 @@ class KeywordLeg:
     True when they are every scope row with a positive score (fewer than ``limit`` matched), so a row not among
     them scores 0; ``max_score`` — the highest BM25 any row could reach for the query (see :class:`QueryTerms`; 0
     when the query has no indexable word or nothing matched); ``terms`` — the query's terms (maintained statistics
-    only), reused to score further rows (:func:`keyword_scores`)."""
+    only), reused to score further rows (:func:`keyword_scores`); ``exact`` — whether the scores in ``rows`` are
+    the exact BM25 (False for a backend whose index weighs documents by an older average length, e.g. Qdrant's
+    sparse vectors: the ranking reads the candidates' exact scores again)."""
 
     rows: list[tuple[int, float]]
     complete: bool
     max_score: float
     terms: QueryTerms | None = None
+    exact: bool = True
 
 
 def keyword_leg(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,

@@ -31,12 +31,14 @@ import psycopg
 from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
+from chalicelib.search.backends import VectorBackend
+from chalicelib.search.backends.pgvector import PGVECTOR
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.fusion import reciprocal_rank_fusion
-from chalicelib.search.keyword import KeywordLeg, keyword_leg, keyword_scores
+from chalicelib.search.keyword import KeywordLeg, keyword_scores
 from chalicelib.search.relevance import Weights, relevance
-from chalicelib.search.vector import VectorScope, distances, vector_search
+from chalicelib.search.vector import VectorScope
 from chalicelib.store.vector_stores import HnswIndex, hnsw_index
 
 __all__ = ["FUSION_WINDOW", "Ranked", "Weights", "rank"]
@@ -71,12 +73,14 @@ class _Evidence:
     vector: Sequence[float] | None = None
     keyword: KeywordLeg | None = None
     bm25: dict[int, float] = field(default_factory=dict)
+    rescored: set[int] = field(default_factory=set)  # rows whose exact BM25 was read (a leg with inexact scores)
 
 
 def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequence[str], *, embedder: Embedder,
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
-         threshold: float = 0.0, index: HnswIndex | None = None) -> list[Ranked]:
+         threshold: float = 0.0, index: HnswIndex | None = None,
+         backend: VectorBackend = PGVECTOR) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
@@ -85,7 +89,9 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     when the caller has read it already (:func:`chalicelib.store.vector_stores.hnsw_index`; else it is read here,
     for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
-    recall reuses its query vector); else they are embedded here.
+    recall reuses its query vector); else they are embedded here. ``backend`` proposes each leg's candidates
+    (:mod:`chalicelib.search.backends`; pgvector by default, the only one for memories); the evidence and the
+    relevance are computed here alike for every backend.
 
     With ``limit``, only a prefix of that list comes back — one holding ``limit`` rows whose relevance reaches
     ``threshold``, or the whole list when it has fewer: a caller that keeps the first ``limit`` such rows gets
@@ -102,7 +108,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
     if use_vector:
         # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
-        if corpus.hnsw_prefix is None:
+        if corpus.hnsw_prefix is None or backend is not PGVECTOR:
             index = HnswIndex(kind=None, iterative_scan=False)
         elif index is None:
             index = hnsw_index(conn, embedder.dimension)
@@ -111,15 +117,14 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
             vectors = embedder.embed(list(queries))
             observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
         for ev, vector in zip(evidence, vectors, strict=True):
-            rows = vector_search(conn, vector_scope, vector, depth, where=where, ef_search=settings.hnsw_ef_search,
-                                 exact_scan_max_rows=settings.exact_scan_max_rows,
-                                 iterative_scan=index.iterative_scan, halfvec=index.halfvec)
+            assert index is not None
+            rows = backend.vector_leg(conn, vector_scope, vector, depth, where=where, settings=settings, index=index)
             ev.vector, ev.vector_complete = vector, len(rows) < depth
             ev.similarity = {row_id: _similarity(distance) for row_id, distance in rows}
             rankings.append((weights.embedding, [row_id for row_id, _ in rows]))
     if weights.text > 0:
         for ev, q in zip(evidence, queries, strict=True):
-            ev.keyword = keyword_leg(conn, corpus, scope, q, depth, where=where)
+            ev.keyword = backend.keyword_leg(conn, corpus, scope, q, depth, where=where)
             ev.bm25 = dict(ev.keyword.rows)
             rankings.append((weights.text, [row_id for row_id, _ in ev.keyword.rows]))
     if weights.text > 0:
@@ -144,9 +149,14 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         for ev, q in zip(evidence, queries, strict=True):
             if use_vector and not ev.vector_complete and ev.vector is not None:
                 missing = [c for c in candidates if c not in ev.similarity]
-                ev.similarity.update((row_id, _similarity(d))
-                                     for row_id, d in distances(conn, vector_scope, ev.vector, missing).items())
-            if ev.keyword is not None and not ev.keyword.complete:
+                ev.similarity.update((row_id, _similarity(d)) for row_id, d in
+                                     backend.distances(conn, vector_scope, ev.vector, missing).items())
+            if ev.keyword is not None and not ev.keyword.exact:  # read every candidate's exact score again
+                missing = [c for c in candidates if c not in ev.rescored]
+                exact = keyword_scores(conn, corpus, scope, q, ev.keyword, missing, where=where)
+                ev.bm25.update({c: exact.get(c, 0.0) for c in missing})
+                ev.rescored.update(missing)
+            elif ev.keyword is not None and not ev.keyword.complete:
                 missing = [c for c in candidates if c not in ev.bm25]
                 ev.bm25.update(keyword_scores(conn, corpus, scope, q, ev.keyword, missing, where=where))
         batch_rows = [_ranked(row_id, score, evidence, use_vector, weights, embedder.model)

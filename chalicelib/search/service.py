@@ -28,11 +28,12 @@ from pydantic import Field, model_validator
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
 from chalicelib.errors import InvalidRequestError
+from chalicelib.search.backends import for_backend
 from chalicelib.search.corpus import CHUNKS, Scope, store_scope
 from chalicelib.search.filters import CompiledFilter, compile_filter
-from chalicelib.search.ranking import Weights, rank
+from chalicelib.search.ranking import Ranked, Weights, rank
 from chalicelib.store import attachments
-from chalicelib.store.vector_stores import VectorStore, check_embedding, hnsw_index
+from chalicelib.store.vector_stores import HnswIndex, VectorStore, check_embedding, hnsw_index
 from chalicelib.validation import RequestBody, validate
 
 # OpenAI: max_num_results is 1..50 on the API (default 10); internal callers (benchmarks) may ask for more.
@@ -153,14 +154,27 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
                                       code="invalid_value")
         check_embedding(store, embedder.model, embedder.dimension)
     where = compile_filter(filters)
-    index = hnsw_index(conn, embedder.dimension)
-    scope = search_scope(conn, tenant_id, stores, where)
-    ranked = rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
-                  depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=index.indexed_rows, index=index,
-                  weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
-                  threshold=ranking.score_threshold)
+    groups: dict[str, list[VectorStore]] = {}
+    for store in stores:
+        groups.setdefault(store.backend, []).append(store)
+    # Stores on different backends are ranked apart and merged by relevance, which means the same on both; the
+    # queries are embedded once for all of them.
+    vectors = embedder.embed(queries) if len(groups) > 1 and ranking.embedding_weight > 0 else None
+    ranked: list[Ranked] = []
+    tenant_ids: list[str] = []
+    for name, group in groups.items():
+        index = hnsw_index(conn, embedder.dimension) if name == "pgvector" else HnswIndex(None, False)
+        scope = search_scope(conn, tenant_id, group, where)
+        tenant_ids += [t for t in scope.tenant_ids if t not in tenant_ids]
+        ranked += rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
+                       depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=index.indexed_rows,
+                       index=index, weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
+                       threshold=ranking.score_threshold, vectors=vectors,
+                       backend=for_backend(name, settings, embedder.dimension))
+    if len(groups) > 1:
+        ranked.sort(key=lambda r: -r.relevance)
     scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]
-    return _fetch(conn, scope.tenant_ids, scored)
+    return _fetch(conn, tenant_ids, scored)
 
 
 def search_scope(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore],

@@ -1,6 +1,8 @@
 """Chunk rows: a file's chunks written (one statement) and removed; the BM25 statistics (``keyword_stats``
 document frequencies, store chunk count and total keyword length) and the impact-ordered postings follow them by
-trigger in the same transaction (migrations/0009_keyword_postings.sql), so they are always exact."""
+trigger in the same transaction (migrations/0009_keyword_postings.sql), so they are always exact. For a store
+whose vectors live in Qdrant the same triggers queue the file for the Qdrant sync instead of writing postings
+(migrations/0023_vector_backends.sql)."""
 
 from __future__ import annotations
 
@@ -37,18 +39,20 @@ _DELETE = """DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id
     AND file_id = ANY(%(files)s::text[])"""
 # One statement per file: the rows arrive as parallel arrays (binary parameters), the policies check them, the
 # tsvector is computed once per row and BM25's |d| from it, and the attributes come from the attachment row, which
-# the transition holds locked (an update made while the file was processed reaches its chunks).
+# the transition holds locked (an update made while the file was processed reaches its chunks). A Qdrant store's
+# rows keep no vector (migration 0023: Qdrant and the embedding cache hold it).
 _INSERT = """
 INSERT INTO chunks (tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
     page_start, page_end, attributes, embedding_dim, embedding, keywords, keyword_length)
-SELECT %(tenant)s, %(store)s, %(file)s, r.i, r.t, r.n, r.cs, r.ce, r.ps, r.pe, sf.attributes, %(dim)s, r.e, r.v,
-       engram_tsvector_length(r.v)
+SELECT %(tenant)s, %(store)s, %(file)s, r.i, r.t, r.n, r.cs, r.ce, r.ps, r.pe, sf.attributes, %(dim)s,
+       CASE WHEN vs.backend = 'pgvector' THEN r.e END, r.v, engram_tsvector_length(r.v)
 FROM (SELECT u.*, to_tsvector('english', u.t) AS v
       FROM unnest(%(index)b::int4[], %(text)b::text[], %(tokens)b::int4[], %(start)b::int4[], %(end)b::int4[],
                   %(page_start)b::int4[], %(page_end)b::int4[], %(vector)b::vector[])
            AS u(i, t, n, cs, ce, ps, pe, e)) AS r,
-     vector_store_files sf
-WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s"""
+     vector_store_files sf, vector_stores vs
+WHERE sf.tenant_id = %(tenant)s AND sf.vector_store_id = %(store)s AND sf.file_id = %(file)s
+  AND vs.tenant_id = %(tenant)s AND vs.id = %(store)s"""
 # The store's usage follows its files' by difference (exact: every change of a file's usage_bytes happens in a
 # transition holding the store lock); ``touch`` also records activity.
 _ADD_USAGE = """

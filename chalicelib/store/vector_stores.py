@@ -61,16 +61,18 @@ class VectorStore:
     shared: bool = False
     shared_at: datetime | None = None
     shared_by: str | None = None
+    backend: str = "pgvector"  # where its vectors and keyword index live (chalicelib.config.VECTOR_BACKENDS)
 
 
 _COLUMNS = """id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at,
-    chunk_count, keyword_length, usage_bytes, created_at, last_active_at, shared, shared_at, shared_by"""
+    chunk_count, keyword_length, usage_bytes, created_at, last_active_at, shared, shared_at, shared_by, backend"""
 
 _INSERT_TENANT = "INSERT INTO tenants (id) VALUES (%s) ON CONFLICT DO NOTHING"
 _INSERT = f"""
-INSERT INTO vector_stores (id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at)
+INSERT INTO vector_stores (id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at,
+                           backend)
 VALUES (%(id)s, %(tenant)s, %(name)s, %(model)s, %(dim)s, %(metadata)s, %(expires_after)s,
-        now() + make_interval(days => (%(expires_after)s::jsonb ->> 'days')::int))
+        now() + make_interval(days => (%(expires_after)s::jsonb ->> 'days')::int), %(backend)s)
 RETURNING {_COLUMNS}"""
 _PAGE = f"""SELECT {_COLUMNS} FROM vector_stores WHERE tenant_id = %(tenant)s AND {{keyset}}
 ORDER BY {{order}} LIMIT %(page_limit)s"""
@@ -123,16 +125,19 @@ def ensure_tenant(conn: psycopg.Connection, tenant_id: str) -> None:
 
 
 def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model: str, dim: int,
-           metadata: dict[str, Any] | None = None, expires_after: dict[str, Any] | None = None) -> VectorStore:
-    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions, and its HNSW index if new.
-    ``expires_after`` is OpenAI's ``{"anchor": "last_active_at", "days": N}``: ``expires_at`` is N days after the
-    last activity."""
+           metadata: dict[str, Any] | None = None, expires_after: dict[str, Any] | None = None,
+           backend: str = "pgvector") -> VectorStore:
+    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions whose vectors live in ``backend``
+    (``pgvector``: its HNSW index is created if new; ``qdrant``). ``expires_after`` is OpenAI's ``{"anchor":
+    "last_active_at", "days": N}``: ``expires_at`` is N days after the last activity."""
     ensure_tenant(conn, tenant_id)
-    ensure_hnsw_index(conn, dim)
+    if backend == "pgvector":
+        ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
         return one(cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,
                                          "model": model, "dim": dim, "metadata": Jsonb(metadata or {}),
-                                         "expires_after": Jsonb(expires_after) if expires_after else None}))
+                                         "expires_after": Jsonb(expires_after) if expires_after else None,
+                                         "backend": backend}))
 
 
 def list_page(conn: psycopg.Connection, tenant_id: str, page: Page) -> tuple[list[VectorStore], bool]:
@@ -285,8 +290,9 @@ def find(conn: psycopg.Connection, tenant_id: str, name_or_id: str, *, shared: b
     return rows[0] if rows else None
 
 
-def find_or_create(conn: psycopg.Connection, tenant_id: str, name: str, *, model: str, dim: int) -> VectorStore:
-    """The store named ``name`` (or with that id), created for ``model``/``dim`` if missing.
+def find_or_create(conn: psycopg.Connection, tenant_id: str, name: str, *, model: str, dim: int,
+                   backend: str = "pgvector") -> VectorStore:
+    """The store named ``name`` (or with that id), created for ``model``/``dim`` in ``backend`` if missing.
 
     Raises:
         EmbeddingMismatchError: the existing store uses another embedding model or dimension.
@@ -294,7 +300,7 @@ def find_or_create(conn: psycopg.Connection, tenant_id: str, name: str, *, model
     """
     store = find(conn, tenant_id, name)
     if store is None:
-        return create(conn, tenant_id, name=name, model=model, dim=dim)
+        return create(conn, tenant_id, name=name, model=model, dim=dim, backend=backend)
     check_embedding(store, model, dim)
     return store
 

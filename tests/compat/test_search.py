@@ -8,6 +8,10 @@ import dataclasses
 import openai
 import pytest
 
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
+
 # Five files, one sentence each, all mentioning "harbour" so one query reaches every file.
 DOCS = {
     "alpha.txt": ("The harbour pilot guides tankers past the breakwater at dawn.",

@@ -16,6 +16,9 @@ import psycopg
 import pytest
 
 from chalicelib.store import db
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 RED_TEXT = b"Crimson ledger: the red tenant's quarterly octarine budget is forty-two thousand florins."
 RED_BATCH_TEXT = b"Scarlet memo: red's zeppelin maintenance happens every third Thursday at the aerodrome."

@@ -16,6 +16,9 @@ import pytest
 
 from chalicelib import ids
 from chalicelib.validation import CODES
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 ERRORS = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 ENVELOPE_KEYS = {"message", "type", "param", "code"}

@@ -12,6 +12,10 @@ from typing import Any
 import openai
 import pytest
 
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
+
 POLL_DEADLINE_S = 30.0
 LARGE_BYTES = 100 * 1024  # above the fixture's 64 KiB inline threshold: processed by the background worker
 

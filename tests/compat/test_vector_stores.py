@@ -10,6 +10,10 @@ import httpx
 import openai
 import pytest
 
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
+
 UNKNOWN_FILE_ID = "file-" + "0" * 10 + "B" * 14
 UNKNOWN_STORE_ID = "vs_" + "0" * 10 + "C" * 14
 

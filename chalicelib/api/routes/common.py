@@ -58,3 +58,14 @@ def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str, *, share
     attachments.settle(conn, max_attempts=config.processing_max_attempts, tenant_id=tenant_id, store_id=vs_id,
                       unclaimed_after_s=config.unclaimed_after_s)
     return store
+
+
+def sync_vector_index(conn: psycopg.Connection, *, tenant_id: str | None = None, store_id: str | None = None,
+                      file_id: str | None = None) -> None:
+    """After a write that changed chunks (attributes, a detach, a deleted file or store): bring the Qdrant
+    points the write queued up to date now, so searches see the change at once (a failure is left queued for
+    the ``sync_vector_index`` job; a pgvector store has nothing queued: one indexed lookup)."""
+    from chalicelib.search.backends import qdrant_sync
+
+    qdrant_sync.sync_pending(conn, deps.current_settings(), tenant_id=tenant_id, store_id=store_id, file_id=file_id,
+                             wait=True)

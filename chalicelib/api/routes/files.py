@@ -10,7 +10,7 @@ from chalicelib.api import multipart, objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import accepts
 from chalicelib.api.routes.common import file_id as checked_file_id
-from chalicelib.api.routes.common import respond
+from chalicelib.api.routes.common import respond, sync_vector_index
 from chalicelib.api.schemas import FileExpiresAfterForm
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store import files as file_rows
@@ -111,4 +111,5 @@ def delete_file(file_id: str) -> dict:
     with tenant_db() as conn:
         file_rows.get_file(conn, tenant, checked_file_id(file_id))
         file_rows.delete_file(conn, tenant, file_id)
+        sync_vector_index(conn, tenant_id=tenant, file_id=file_id)
     return objects.deleted(file_id, "file")

@@ -11,7 +11,7 @@ from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import PAGE, accepts
-from chalicelib.api.routes.common import file_id, respond, settled_store, store_id
+from chalicelib.api.routes.common import file_id, respond, settled_store, store_id, sync_vector_index
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.store import attachments, chunks, vector_stores
 from chalicelib.wire import FileStatus
@@ -84,6 +84,7 @@ def update_vector_store_file(vector_store_id: str, file_id: str) -> Response:
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
         row = attachments.update_attributes(conn, tenant, vector_store_id, _file(file_id), body.attributes or {})
+        sync_vector_index(conn, store_id=vector_store_id, file_id=file_id)
         return _object(row)
 
 
@@ -99,6 +100,7 @@ def delete_vector_store_file(vector_store_id: str, file_id: str) -> dict:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
         attachments.get(conn, tenant, vector_store_id, _file(file_id))
         attachments.detach(conn, tenant, vector_store_id, file_id)
+        sync_vector_index(conn, store_id=vector_store_id, file_id=file_id)
     return objects.deleted(file_id, "vector_store.file.deleted")
 
 

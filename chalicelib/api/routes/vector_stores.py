@@ -17,7 +17,7 @@ from chalicelib import deps, observability
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import PAGE, accepts
-from chalicelib.api.routes.common import respond, settled_store, store_id
+from chalicelib.api.routes.common import respond, settled_store, store_id, sync_vector_index
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
 from chalicelib.ingest.chunk import resolve_chunking_strategy
 from chalicelib.search.rewrite import rewrite_queries
@@ -54,7 +54,8 @@ def create_vector_store() -> Response:
         with conn.transaction():
             store = vector_stores.create(
                 conn, tenant, name=body.name, model=embedder.model, dim=embedder.dimension,
-                metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None)
+                metadata=body.metadata, expires_after=body.expires_after.model_dump() if body.expires_after else None,
+                backend=deps.current_settings().vector_backend)
             attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
         attach.process_attached(conn, tenant, store, prepared, settings=deps.current_settings(),
                                 dispatcher=deps.dispatcher())
@@ -109,6 +110,7 @@ def delete_vector_store(vector_store_id: str) -> dict:
     with tenant_db() as conn:
         vector_stores.get(conn, tenant, store_id(vector_store_id))
         vector_stores.delete(conn, tenant, vector_store_id)
+        sync_vector_index(conn, store_id=vector_store_id)
     return objects.deleted(vector_store_id, "vector_store.deleted")
 
 

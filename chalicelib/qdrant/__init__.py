@@ -1,0 +1,56 @@
+"""Qdrant as a transport: the port (:mod:`chalicelib.qdrant.port`, the REST API's JSON shapes), a server or
+cluster over HTTP (:mod:`chalicelib.qdrant.http`) and the embedded engine (:mod:`chalicelib.qdrant.edge`), and
+:func:`build_transport`, the factory. What Engram stores there and how it searches it is the Qdrant vector
+backend's business (:mod:`chalicelib.search.backends.qdrant`).
+
+Importing this package is cheap: httpx and ``qdrant_edge`` load only when a transport is built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chalicelib.qdrant.port import DENSE, INDEXED_FIELDS, SPARSE, TENANT_FIELD, QdrantError, QdrantTransport, ScoredIds
+
+if TYPE_CHECKING:
+    from chalicelib.config import Settings
+
+__all__ = ["DENSE", "INDEXED_FIELDS", "SPARSE", "TENANT_FIELD", "QdrantError", "QdrantTransport", "ScoredIds",
+           "build_transport", "collection_name", "embedded_root"]
+
+# The embedded engine's folder under the data folder.
+EMBEDDED_FOLDER = "qdrant"
+
+
+def collection_name(settings: Settings, dimension: int) -> str:
+    """The collection holding every tenant's chunks of ``dimension``-float embeddings: ``<prefix>chunks_<dim>``."""
+    return f"{settings.qdrant_collection_prefix}chunks_{dimension}"
+
+
+def embedded_root(settings: Settings) -> Path:
+    """Where the embedded engine keeps its shards: ``<data_dir>/qdrant``."""
+    return Path(settings.data_dir) / EMBEDDED_FOLDER
+
+
+def build_transport(settings: Settings) -> QdrantTransport:
+    """The transport ``settings`` ask for: HTTP to ``qdrant_url`` (the API key from ``qdrant_api_key``, else the
+    Secrets Manager secret ``qdrant_secret_arn``), or the embedded engine under :func:`embedded_root`.
+
+    Raises:
+        botocore.exceptions.ClientError: the API key's secret cannot be read.
+    """
+    if settings.qdrant_url:
+        from chalicelib.qdrant.http import HttpTransport
+
+        api_key = settings.qdrant_api_key
+        if api_key is None and settings.qdrant_secret_arn:
+            from chalicelib import aws
+
+            secret = aws.client("secretsmanager", settings.aws_region).get_secret_value(
+                SecretId=settings.qdrant_secret_arn)
+            api_key = secret["SecretString"].strip()
+        return HttpTransport(settings.qdrant_url, api_key=api_key, timeout_s=settings.qdrant_timeout_s)
+    from chalicelib.qdrant.edge import EdgeTransport
+
+    return EdgeTransport(embedded_root(settings))

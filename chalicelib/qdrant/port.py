@@ -1,0 +1,77 @@
+"""The Qdrant transport port: the few operations of Qdrant's REST API Engram uses, in the API's own JSON shapes.
+
+Requests and filters are the REST API's JSON (https://api.qdrant.tech, "Points" and "Collections"), so the same
+dicts go to a Qdrant server or cluster over HTTP (:mod:`chalicelib.qdrant.http`) and, translated, to the embedded
+Qdrant Edge engine (:mod:`chalicelib.qdrant.edge`). A filter is ``{"must": [...], "should": [...], "must_not":
+[...]}`` of conditions ``{"key", "match": {"value" | "any" | "except"}}``, ``{"key", "range": {"gt", "gte", "lt",
+"lte"}}``, ``{"has_id": [ids]}`` or a nested filter. A point is ``{"id": int, "vector": {DENSE: [floats],
+SPARSE: {"indices": [ints], "values": [floats]}}, "payload": {...}}``. A search is a REST ``QueryRequest``:
+``{"query": [floats] | {"indices", "values"}, "using": DENSE | SPARSE, "filter", "limit", "params"}``.
+
+One collection per embedding dimension holds every tenant's chunks, told apart by payload (Qdrant's multitenancy
+guide: one collection, a ``keyword`` payload index with ``is_tenant`` on the tenant field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from chalicelib.errors import UpstreamError
+
+__all__ = ["DENSE", "INDEXED_FIELDS", "SPARSE", "TENANT_FIELD", "QdrantError", "QdrantTransport", "ScoredIds"]
+
+# The named vectors of a chunk point: its embedding (cosine) and its BM25 keyword weights (sparse, dot product).
+DENSE = "dense"
+SPARSE = "bm25"
+# The payload field every query filters on first (indexed with is_tenant: Qdrant co-locates a tenant's points).
+TENANT_FIELD = "tenant_id"
+# Payload fields with a keyword index: every search filters on the tenant and the stores, a file's sync on the file.
+INDEXED_FIELDS = (TENANT_FIELD, "vector_store_id", "file_id")
+
+# One search's result: (point id, score) pairs, best first.
+ScoredIds = list[tuple[int, float]]
+
+
+class QdrantError(UpstreamError):
+    """Qdrant answered with an error, timed out or could not be reached (HTTP 502 to API clients; SQS retries a
+    message that met it). ``qdrant_status`` is Qdrant's HTTP status when it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.qdrant_status = status
+
+
+class QdrantTransport(Protocol):
+    """What Engram asks of Qdrant. Every method raises :class:`QdrantError` when Qdrant fails."""
+
+    def ensure_collection(self, name: str, dimension: int) -> None:
+        """Create collection ``name`` for ``dimension``-float dense vectors (cosine) and sparse BM25 vectors, with
+        keyword payload indexes on :data:`INDEXED_FIELDS`, unless it exists."""
+        ...
+
+    def upsert(self, name: str, points: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace ``points`` (REST ``PointStruct`` dicts); durable and visible when it returns."""
+        ...
+
+    def delete(self, name: str, filter: dict[str, Any]) -> None:
+        """Delete every point matching ``filter``; visible when it returns. A missing collection holds nothing."""
+        ...
+
+    def query_batch(self, name: str, searches: Sequence[dict[str, Any]]) -> list[ScoredIds]:
+        """Run ``searches`` (REST ``QueryRequest`` dicts) in one request; one result list per search, in order.
+        A missing collection answers empty lists."""
+        ...
+
+    def count(self, name: str, filter: dict[str, Any]) -> int:
+        """How many points match ``filter`` (exact); 0 for a missing collection."""
+        ...
+
+    def optimize(self, name: str) -> None:
+        """Build the collection's indexes for what was written since the last call (the embedded engine runs no
+        background optimizer; a server does this itself, so there it is a no-op)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections or the embedded engine's files."""
+        ...

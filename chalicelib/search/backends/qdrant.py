@@ -1,0 +1,123 @@
+"""The Qdrant backend's search half: candidates from Qdrant's dense and sparse indexes, evidence from Postgres.
+
+- **Vector leg**: a dense query of the store's collection filtered to the scope (the tenants, the stores, the
+  files a filter narrowed it to, the attribute filter). Qdrant's cosine score is the similarity: distance = 1 −
+  score. Filtering happens inside Qdrant's HNSW walk (its filterable graph and payload indexes), so a filtered
+  search returns ``min(limit, matching)`` points without the over-fetching pgvector needs.
+- **Keyword leg**: a sparse query whose weights are the query lexemes' idf over the stores' statistics, which
+  Postgres maintains for every store (:func:`~chalicelib.search.keyword.query_terms`): Qdrant's dot product with
+  the points' term weights (:mod:`qdrant_points`) is BM25 with the average length of the sync. The ranking reads the
+  candidates' exact BM25 in Postgres (``exact`` False on the leg), so scores equal the pgvector backend's.
+- **Distances** of candidates only the keyword leg found: the same dense query restricted to their ids.
+
+Every query carries the tenant filter (Qdrant's ``is_tenant`` payload index); the candidates then resolve to rows
+only through Postgres, under row-level security, so neither wall depends on the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from chalicelib import deps
+from chalicelib.config import Settings
+from chalicelib.qdrant import DENSE, SPARSE, TENANT_FIELD, collection_name
+from chalicelib.search.backends.qdrant_filters import compile_qdrant
+from chalicelib.search.backends.qdrant_points import query_vector
+from chalicelib.search.corpus import Corpus, Scope
+from chalicelib.search.filters import CompiledFilter
+from chalicelib.search.keyword import KeywordLeg, query_terms
+from chalicelib.search.vector import VectorScope
+from chalicelib.store.vector_stores import HnswIndex
+
+__all__ = ["QdrantBackend", "scope_filter"]
+
+# Candidates of a leg whose filter Qdrant could only widen (string ranges) are checked in Postgres: ask for this
+# many times as many.
+WIDENED_OVERFETCH = 4
+_CHECK = """SELECT id FROM chunks WHERE tenant_id = ANY(%(tenants)s) AND id = ANY(%(ids)s) AND {where}"""
+
+
+def scope_filter(scope: Scope, where: CompiledFilter | None) -> tuple[dict[str, Any], bool]:
+    """The Qdrant filter of a search's scope (tenants, stores, narrowed files) and attribute filter, and whether it
+    is exact (see :mod:`qdrant_filters`)."""
+    must: list[dict[str, Any]] = [{"key": TENANT_FIELD, "match": {"any": list(scope.tenant_ids)}},
+                                  {"key": "vector_store_id", "match": {"any": list(scope.partitions)}}]
+    files = scope.params.get("scope_files")
+    if files is not None:
+        must.append({"key": "file_id", "match": {"any": list(files)}})
+    exact = True
+    if where is not None:
+        compiled = compile_qdrant(where.source)
+        exact = compiled.exact
+        if compiled.filter is not None:
+            must.append(compiled.filter)
+    return {"must": must}, exact
+
+
+class QdrantBackend:
+    """:class:`~chalicelib.search.backends.VectorBackend` over the Qdrant transport of ``settings``
+    (:func:`chalicelib.deps.qdrant`), searching the collection of ``dimension``-float embeddings."""
+
+    name = "qdrant"
+
+    def __init__(self, settings: Settings, dimension: int) -> None:
+        self._settings = settings
+        self._transport = deps.qdrant(settings)
+        self._collection = collection_name(settings, dimension)
+
+    def vector_leg(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float], limit: int, *,
+                   where: CompiledFilter | None, settings: Settings, index: HnswIndex) -> list[tuple[int, float]]:
+        """Up to ``limit`` nearest points of the scope: ``(chunk id, 1 − cosine)``, nearest first. ``hnsw_ef``
+        follows pgvector's ``ef_search`` setting (at least ``limit``)."""
+        if scope.scope_rows == 0 or limit <= 0:
+            return []
+        flt, exact = scope_filter(scope.scope, where)
+        asked = limit if exact else limit * WIDENED_OVERFETCH
+        search = {"query": [float(x) for x in vector], "using": DENSE, "filter": flt, "limit": asked,
+                  "params": {"hnsw_ef": max(settings.hnsw_ef_search, asked)}}
+        [found] = self._transport.query_batch(self._collection, [search])
+        rows = [(point_id, 1.0 - score) for point_id, score in found]
+        return rows if exact else self._checked(conn, scope.scope, where, rows)[:limit]
+
+    def distances(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float],
+                  ids: Sequence[int]) -> dict[int, float]:
+        """Exact cosine distances of the scope's points ``ids`` (one query restricted to them)."""
+        if not ids:
+            return {}
+        flt, _ = scope_filter(scope.scope, None)
+        flt["must"].append({"has_id": [int(i) for i in ids]})
+        search = {"query": [float(x) for x in vector], "using": DENSE, "filter": flt, "limit": len(ids),
+                  "params": {"exact": True}}
+        [found] = self._transport.query_batch(self._collection, [search])
+        return {point_id: 1.0 - score for point_id, score in found}
+
+    def keyword_leg(self, conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
+                    where: CompiledFilter | None) -> KeywordLeg:
+        """Up to ``limit`` sparse candidates (BM25 with the sync's average length; ``exact`` False) and the query's
+        ``max_score`` over the stores' statistics."""
+        if limit <= 0 or not query.strip() or scope.rows <= 0:
+            return KeywordLeg([], True, 0.0, exact=False)
+        terms = query_terms(conn, corpus, scope, query)
+        if terms is None or not terms.lexemes:
+            return KeywordLeg([], True, terms.max_score if terms else 0.0, terms, exact=False)
+        flt, exact = scope_filter(scope, where)
+        asked = limit if exact else limit * WIDENED_OVERFETCH
+        search = {"query": query_vector(terms.lexemes, terms.idfs), "using": SPARSE, "filter": flt, "limit": asked}
+        [found] = self._transport.query_batch(self._collection, [search])
+        rows = found if exact else self._checked(conn, scope, where, found)
+        return KeywordLeg(rows[:limit], len(rows) < limit, terms.max_score, terms, exact=False)
+
+    def _checked(self, conn: psycopg.Connection, scope: Scope, where: CompiledFilter | None,
+                 rows: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """The rows whose chunks pass the SQL filter (the Qdrant one was wider), in their order."""
+        if where is None or not rows:
+            return rows
+        statement = sql.SQL(_CHECK).format(where=where.expression)
+        kept = {int(r[0]) for r in conn.execute(statement, {**where.params, "tenants": list(scope.tenant_ids),
+                                                            "ids": [i for i, _ in rows]}).fetchall()}
+        return [row for row in rows if row[0] in kept]
+

@@ -1,0 +1,142 @@
+"""The Qdrant sync's queue (``vector_index_outbox``, migration 0023): the files of Qdrant stores whose chunks
+changed (queued by trigger in the changing transaction) and the Qdrant stores deleted, with what the sync reads of
+them. One entry per file (``file_id`` ``''``: a whole deleted store); a change to a queued file moves it back
+(a new ``seq``), so an entry removed after a sync never hides a change made during it."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+__all__ = ["ChunkRow", "Entry", "StoreRow", "chunks", "claim", "done", "failed", "pending", "pending_count",
+           "qdrant_dimensions", "store"]
+
+_WHERE = """(%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
+  AND (%(store)s::text IS NULL OR vector_store_id = %(store)s)"""
+_PENDING = f"""
+SELECT tenant_id, vector_store_id, file_id, seq, embedding_dim FROM vector_index_outbox
+WHERE {_WHERE} AND (%(file)s::text IS NULL OR file_id = %(file)s)
+ORDER BY seq LIMIT %(limit)s"""
+_COUNT = f"SELECT count(*) FROM vector_index_outbox WHERE {_WHERE}"
+# Inside the entry's transaction: no other sync works on this file (a transaction-level advisory lock, so a
+# trigger queueing the file again is never blocked), then the entry as it is now.
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%(key)s)"
+_LOCK = "SELECT pg_advisory_xact_lock(%(key)s) IS NOT NULL"
+_SEQ = "SELECT seq FROM vector_index_outbox WHERE vector_store_id = %(store)s AND file_id = %(file)s"
+_DONE = "DELETE FROM vector_index_outbox WHERE vector_store_id = %(store)s AND file_id = %(file)s AND seq <= %(seq)s"
+_FAILED = """UPDATE vector_index_outbox SET attempts = attempts + 1, last_error = left(%(error)s, 500)
+WHERE vector_store_id = %(store)s AND file_id = %(file)s"""
+_STORE = """SELECT backend, embedding_model, embedding_dim, chunk_count, keyword_length FROM vector_stores
+WHERE tenant_id = %(tenant)s AND id = %(store)s"""
+# A file's chunks with their lexemes and term frequencies (the tsvector's positions; a lexeme without positions
+# counts once), for the points' sparse vectors.
+_CHUNKS = """
+SELECT c.id, c.text, c.keyword_length, c.attributes,
+       coalesce((SELECT array_agg(t.lexeme ORDER BY t.lexeme) FROM unnest(c.keywords) AS t), '{}'),
+       coalesce((SELECT array_agg(coalesce(array_length(t.positions, 1), 1) ORDER BY t.lexeme)
+                 FROM unnest(c.keywords) AS t), '{}')
+FROM chunks c
+WHERE c.tenant_id = %(tenant)s AND c.vector_store_id = %(store)s AND c.file_id = %(file)s ORDER BY c.chunk_index"""
+
+# Namespace of the advisory locks (the first argument of the two-key form would collide with nothing of ours
+# either way; the one-key form is used with this constant mixed in).
+_LOCK_SALT = b"engram-vector-index:"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A queued file (``file_id`` ``''``: a whole deleted store, of ``embedding_dim`` floats)."""
+
+    tenant_id: str
+    vector_store_id: str
+    file_id: str
+    seq: int
+    embedding_dim: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRow:
+    """What the sync needs of a store: its backend, embedding model and dimension, chunk count and total length
+    (lexemes)."""
+
+    backend: str
+    embedding_model: str
+    embedding_dim: int
+    chunk_count: int
+    keyword_length: int
+
+    @property
+    def avgdl(self) -> float:
+        """The average chunk length in lexemes (at least 1)."""
+        return max(self.keyword_length / max(self.chunk_count, 1), 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One chunk as the sync reads it: id, text, length (lexemes), attributes and ``(lexeme, tf)`` pairs."""
+
+    id: int
+    text: str
+    length: int
+    attributes: dict[str, Any]
+    terms: list[tuple[str, int]]
+
+
+def pending(conn: psycopg.Connection, *, limit: int, tenant_id: str | None = None, store_id: str | None = None,
+            file_id: str | None = None) -> list[Entry]:
+    """Up to ``limit`` queued entries, oldest change first, optionally of one tenant, store or file."""
+    rows = conn.execute(_PENDING, {"tenant": tenant_id, "store": store_id, "file": file_id,
+                                   "limit": limit}).fetchall()
+    return [Entry(*row) for row in rows]
+
+
+def pending_count(conn: psycopg.Connection, *, tenant_id: str | None = None, store_id: str | None = None) -> int:
+    """How many entries are queued (one tenant's or store's when given)."""
+    return int(conn.execute(_COUNT, {"tenant": tenant_id, "store": store_id}).fetchone()[0])  # type: ignore[index]
+
+
+def claim(conn: psycopg.Connection, entry: Entry, *, wait: bool = False) -> int | None:
+    """Inside a transaction: take the entry's file for this transaction (waiting for another sync of it to end
+    when ``wait``) and return its current ``seq`` — read after the lock, so a change the other sync missed is
+    seen; None when another sync holds it (without ``wait``) or the entry is gone."""
+    key = zlib.crc32(_LOCK_SALT + f"{entry.vector_store_id}/{entry.file_id}".encode()) - 2**31
+    locked = conn.execute(_LOCK if wait else _TRY_LOCK, {"key": key}).fetchone()[0]  # type: ignore[index]
+    if not locked:
+        return None
+    row = conn.execute(_SEQ, {"store": entry.vector_store_id, "file": entry.file_id}).fetchone()
+    return int(row[0]) if row else None
+
+
+def done(conn: psycopg.Connection, entry: Entry, seq: int) -> None:
+    """Remove the entry unless the file changed again after ``seq`` was read."""
+    conn.execute(_DONE, {"store": entry.vector_store_id, "file": entry.file_id, "seq": seq})
+
+
+def failed(conn: psycopg.Connection, entry: Entry, error: str) -> None:
+    """Count a failed sync of the entry and keep its error (first 500 characters)."""
+    conn.execute(_FAILED, {"store": entry.vector_store_id, "file": entry.file_id, "error": error})
+
+
+def store(conn: psycopg.Connection, tenant_id: str, store_id: str) -> StoreRow | None:
+    """The store's row as the sync needs it, or None when it is gone."""
+    row = conn.execute(_STORE, {"tenant": tenant_id, "store": store_id}).fetchone()
+    return StoreRow(*row) if row else None
+
+
+def chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> list[ChunkRow]:
+    """The file's chunks in the store, in order, with their lexemes and term frequencies."""
+    rows = conn.execute(_CHUNKS, {"tenant": tenant_id, "store": store_id, "file": file_id}).fetchall()
+    return [ChunkRow(int(r[0]), r[1], int(r[2]), r[3], list(zip(r[4], (int(t) for t in r[5]), strict=True)))
+            for r in rows]
+
+
+
+_DIMENSIONS = "SELECT DISTINCT embedding_dim FROM vector_stores WHERE backend = 'qdrant' ORDER BY 1"
+
+
+def qdrant_dimensions(conn: psycopg.Connection) -> list[int]:
+    """The embedding dimensions of the Qdrant stores the connection sees (one collection each)."""
+    return [int(row[0]) for row in conn.execute(_DIMENSIONS).fetchall()]
