@@ -90,10 +90,10 @@ def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
                        f"The drop folder of tenant {key.tenant!r} is disabled: nothing was ingested, changed or "
                        f"deleted (`engram tenants drop-folder {key.tenant} --enable` turns it on).")
                 return "refused"
-            if key.is_sidecar:
-                return _apply_sidecar(conn, settings, key, record)
-            if record.is_removed:
-                return _remove(conn, key, record)
+            if key.is_sidecar or record.is_removed:
+                done = _apply_sidecar(conn, settings, key, record) if key.is_sidecar else _remove(conn, key, record)
+                _sync_index(conn, settings, key.tenant)  # new attributes or a removed file reach Qdrant's points
+                return done
             accepted = _accept(conn, settings, embedder, key, record)
             if isinstance(accepted, str):
                 return accepted
@@ -168,6 +168,13 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
         _error(conn, key.tenant, record, exc.code, exc.message)
         return "error"
     return FileMessage(key.tenant, store.id, file_id, version)
+
+
+def _sync_index(conn: psycopg.Connection, settings: Settings, tenant: str) -> None:
+    """Sync what the change queued for the tenant's Qdrant stores (nothing for pgvector stores: one lookup)."""
+    from chalicelib.search.backends import qdrant_sync
+
+    qdrant_sync.sync_pending(conn, settings, tenant_id=tenant)
 
 
 def _remove(conn: psycopg.Connection, key: DropKey, record: S3Record) -> str:

@@ -1,5 +1,6 @@
 """Reading the pipeline's state straight from Postgres (as the owner) for assertions: per-file statuses and chunk
-counts, the invariants that must hold at every moment, and a snapshot to compare runs."""
+counts, the invariants that must hold at every moment, and a snapshot to compare runs. For stores on Qdrant the
+invariants include Qdrant: every file with nothing queued for it has exactly its chunks as points."""
 
 from __future__ import annotations
 
@@ -23,6 +24,30 @@ SELECT s.id, s.chunk_count, (SELECT count(*) FROM chunks c WHERE c.vector_store_
 FROM vector_stores s"""
 
 
+# Each file of a Qdrant store with no sync queued for it, with its chunk ids (files whose chunks are all gone too).
+_QDRANT_FILES = """
+SELECT s.tenant_id, s.id, f.file_id, s.embedding_dim,
+       coalesce((SELECT array_agg(c.id) FROM chunks c WHERE c.vector_store_id = s.id AND c.file_id = f.file_id), '{}')
+FROM vector_stores s
+JOIN (SELECT vector_store_id, file_id FROM vector_store_files
+      UNION SELECT vector_store_id, file_id FROM chunks) AS f ON f.vector_store_id = s.id
+WHERE s.backend = 'qdrant' AND NOT EXISTS (SELECT 1 FROM vector_index_outbox q
+                                           WHERE q.vector_store_id = s.id AND q.file_id IN (f.file_id, ''))"""
+
+
+def _qdrant_points(settings, tenant: str, store: str, file_id: str, dim: int) -> list[int]:
+    """The ids of the file's points in Qdrant, ascending."""
+    from chalicelib import deps
+    from chalicelib.qdrant import DENSE, TENANT_FIELD, collection_name
+
+    flt = {"must": [{"key": TENANT_FIELD, "match": {"value": tenant}},
+                    {"key": "vector_store_id", "match": {"value": store}},
+                    {"key": "file_id", "match": {"value": file_id}}]}
+    [found] = deps.qdrant(settings).query_batch(collection_name(settings, dim), [
+        {"query": [1.0] * dim, "using": DENSE, "filter": flt, "limit": 10_000, "params": {"exact": True}}])
+    return sorted(point for point, _ in found)
+
+
 def files(settings) -> dict[tuple[str, str, str], dict[str, Any]]:
     """``{(tenant, store name, filename): {file_id, status, last_error, chunk_count, attributes, attempts}}``."""
     with connect(settings) as conn:
@@ -43,6 +68,9 @@ def check_invariants(settings) -> None:
         bad = conn.execute("SELECT count(*) FROM vector_store_files sf JOIN chunks c USING (vector_store_id, file_id) "
                            "WHERE sf.status IN ('failed', 'cancelled')").fetchone()[0]
         assert bad == 0
+        for tenant, store, file_id, dim, ids in conn.execute(_QDRANT_FILES).fetchall():
+            points = _qdrant_points(settings, tenant, store, file_id, dim)
+            assert points == sorted(ids), (store, file_id, points, ids)
 
 
 def snapshot(settings) -> dict[str, Any]:

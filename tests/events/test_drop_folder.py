@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from chalicelib.store.db import connect
+from tests.conftest import BOTH_BACKENDS
 from tests.events import state
 from tests.events.conftest import BUCKET, EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, INGEST_QUEUE
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TOTAL_FILES = 50
@@ -78,6 +81,9 @@ def test_drop_folder_ingests_like_the_pipeline_and_duplicates_change_nothing(har
     assert not [d for d in deliveries if d.failed_ids]
     files = {k[2]: v for k, v in state.files(pipeline_settings).items() if k[:2] == ("acme", "library")}
     assert set(files) == set(corpus)
+    with connect(pipeline_settings) as conn:  # the drop folder made its store on the configured backend
+        assert conn.execute("SELECT backend FROM vector_stores WHERE tenant_id = 'acme' AND name = 'library'"
+                            ).fetchall() == [(pipeline_settings.vector_backend,)]
     for path, (status, code, chunks) in expected.items():
         got = files[path]
         assert (got["status"], (got["last_error"] or {}).get("code"), got["chunk_count"]) == (status, code, chunks), path

@@ -17,8 +17,11 @@ from chalicelib.embed.hashing import HashingEmbedder
 from chalicelib.jobs import runner
 from chalicelib.jobs import store as job_store
 from chalicelib.store.db import connect
+from tests.conftest import BOTH_BACKENDS
 from tests.events import state
 from tests.events.conftest import BUCKET, INGEST_QUEUE
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 JOB = "sync_drop_folder"
 

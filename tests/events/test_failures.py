@@ -9,9 +9,12 @@ import pytest
 
 from chalicelib import deps
 from chalicelib.embed.openai_http import OpenAIEmbedder
+from tests.conftest import BOTH_BACKENDS
 from tests.events import state
 from tests.events.conftest import EMBED_DLQ, EMBED_QUEUE, INGEST_DLQ, MAX_RECEIVES
 from tests.fakes.embedding_server import FakeEmbeddingServer
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 RETRIES = 2  # the embedder's own retries per call (so one call = 3 HTTP requests)
 
