@@ -262,8 +262,9 @@ def queue_resources() -> dict[str, dict[str, Any]]:
 def function_resources(function: str, needs: frozenset[str], *,
                        first: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """The role and log group of the Chalice function ``function`` (an ``app.py`` handler name), and the
-    properties merged into it (``Role``, ``LoggingConfig``). The role may write its log group, read the DSN secret,
-    use the ENI policy every VPC function has, do what the ``first`` statements allow, and what ``needs`` names:
+    properties merged into it (``Role``, ``LoggingConfig``). The role may write its log group, read the DSN secret
+    (and Qdrant's API key secret when the stack has one), use the ENI policy every VPC function has, do what the
+    ``first`` statements allow, and what ``needs`` names:
 
     - ``bucket``: read, delete and list the drop bucket; ``read_bucket``: read and list it (a missing key then
       reads as 404, not 403);
@@ -285,6 +286,9 @@ def function_resources(function: str, needs: frozenset[str], *,
          "Resource": {"Fn::GetAtt": [logs, "Arn"]}},
         {"Sid": "DatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
          "Resource": {"Ref": "DatabaseSecret"}},
+        {"Fn::If": ["HasQdrantApiKey", {"Sid": "QdrantApiKey", "Effect": "Allow",
+                                        "Action": "secretsmanager:GetSecretValue",
+                                        "Resource": {"Ref": "QdrantApiKeySecretArn"}}, {"Ref": "AWS::NoValue"}]},
         *(first or []),
     ]
     list_bucket = {"Sid": "ListBucket", "Effect": "Allow", "Action": "s3:ListBucket",

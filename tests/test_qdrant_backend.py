@@ -235,6 +235,53 @@ def test_while_qdrant_is_behind_nothing_stale_is_returned_and_the_job_catches_up
     assert outbox.pending_count(conn, store_id=store.id) == 0
 
 
+class _NoDeletes:
+    """Qdrant that takes upserts but fails every delete: the sync after an ingest's commit fails."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name != "delete":
+            return getattr(self._inner, name)
+
+        def fail(*args, **kwargs):
+            from chalicelib.qdrant import QdrantError
+
+            raise QdrantError("Qdrant refuses deletes (test)")
+        return fail
+
+
+def test_a_file_is_searchable_once_it_shows_completed(conn, qsettings, hashing_embedder):
+    """The swap's own transaction writes the new version's points: with the sync after the commit failing, the
+    file already finds its new text and never its old one; the job then deletes only the old version's point."""
+    store = vector_stores.create(conn, "acme", name="ahead", model=hashing_embedder.model,
+                                 dim=hashing_embedder.dimension, backend="qdrant")
+    first = ingest_bytes(conn, qsettings, "acme", store, filename="tides.txt", embedder=hashing_embedder,
+                         data=b"The pelican nests on the quay by the harbour.")
+    deps.set_qdrant(_NoDeletes(deps.qdrant(qsettings)))
+    try:
+        second = ingest_bytes(conn, qsettings, "acme", store, filename="tides.txt", embedder=hashing_embedder,
+                              data=b"The lighthouse keeper counts the ships at dawn.")
+        assert second.status == "completed" and second.file_id == first.file_id
+        [entry] = conn.execute("SELECT written_seq = seq, attempts FROM vector_index_outbox "
+                               "WHERE vector_store_id = %s", (store.id,)).fetchall()
+        assert entry == (True, 1)  # written before the commit; the stale delete after it failed
+        store = vector_stores.get(conn, "acme", store.id)
+        found = search(conn, "acme", [store], "lighthouse ships dawn", embedder=hashing_embedder, settings=qsettings)
+        assert [h.file_id for h in found] == [first.file_id] and "lighthouse" in found[0].text
+        assert all("pelican" not in h.text for h in search(conn, "acme", [store], "pelican quay harbour",
+                                                           embedder=hashing_embedder, settings=qsettings))
+    finally:
+        deps.set_qdrant(None)
+    assert _points(qsettings, store, file_id=first.file_id) == 2  # the old version's point is still there
+    result = housekeeping.sync_vector_index(JobContext(settings=qsettings, tenant=None, cursor=None,
+                                                       deadline=time.monotonic() + 60))
+    assert result.counts["points"] == 0  # nothing upserted again: only the stale point deleted
+    assert _points(qsettings, store, file_id=first.file_id) == 1
+    assert outbox.pending_count(conn, store_id=store.id) == 0
+
+
 def test_a_store_moves_to_qdrant_and_back_without_reembedding(conn, qsettings, hashing_embedder):
     from chalicelib.search.backends.reindex import move
 

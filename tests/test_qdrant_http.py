@@ -82,3 +82,20 @@ def test_an_unreachable_server_fails_within_its_attempts():
         transport.count("c", ACME)
     assert "ConnectError" in caught.value.message
     transport.close()
+
+
+def test_inside_lambda_qdrant_needs_a_url(monkeypatch, settings, fake):
+    """The embedded engine keeps its shards on one disk: a deployed function without ENGRAM_QDRANT_URL fails with
+    a configuration error naming it; with the URL (and the key from the settings) it talks HTTP."""
+    import dataclasses
+
+    from chalicelib.errors import ConfigurationError
+    from chalicelib.qdrant import LAMBDA_ENV, build_transport
+
+    monkeypatch.setenv(LAMBDA_ENV, "engram-Api")
+    with pytest.raises(ConfigurationError, match="ENGRAM_QDRANT_URL"):
+        build_transport(dataclasses.replace(settings, vector_backend="qdrant", qdrant_url=None))
+    transport = build_transport(dataclasses.replace(settings, vector_backend="qdrant", qdrant_url=fake.url,
+                                                    qdrant_api_key="secret"))
+    assert isinstance(transport, HttpTransport) and transport.count("c", ACME) == 0
+    transport.close()

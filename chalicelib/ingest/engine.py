@@ -216,7 +216,7 @@ def _stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mes
     if delivery.inline:
         if delivery.overflow is None or _fits(conn, job.tenant_id, embedder, [c.text for c in chunks],
                                               delivery.deadline):
-            return _complete_now(conn, job, embedder, chunks, sha256, data, report)
+            return _complete_now(conn, settings, job, embedder, chunks, sha256, data, report)
         dispatcher = delivery.overflow  # over the caller's time budget: staged and queued like any other file
         logger.info("%s v%d: %d chunks do not fit the inline budget; queued", job.file_id, job.version, len(chunks))
     batches = staged_chunks.batch_count(len(chunks), settings.embed_batch_chunks)
@@ -233,7 +233,7 @@ def _stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mes
             file_rows.set_digest(conn, job.tenant_id, job.file_id, data)
         ingest_jobs.heartbeat(conn, staged, lease_s=settings.processing_lease_s)
         if batches == 0:
-            return _finalize(conn, staged, embedder, [], [])
+            return _finalize(conn, settings, staged, embedder, [], [])
     _send_batches(dispatcher, job, range(batches))
     return "staged"
 
@@ -310,7 +310,7 @@ def _land(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
             others, other_vectors = staged_chunks.load(conn, locked, except_batch=message.batch)
             merged = sorted(zip(others + chunks, other_vectors + all_vectors), key=lambda pair: pair[0].index)
             chunks, all_vectors = [c for c, _ in merged], [v for _, v in merged]
-        return _finalize(conn, locked, embedder, chunks, all_vectors)
+        return _finalize(conn, settings, locked, embedder, chunks, all_vectors)
 
 
 def _embed_missing(embedder: Embedder, texts: Sequence[str], cached: Sequence[Any]
@@ -439,8 +439,8 @@ def _send_batches(dispatcher: Dispatcher, job: Job, batches: Iterable[int]) -> N
                      for b in batches])
 
 
-def _complete_now(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks: list[Chunk], sha256: str,
-                  data: bytes, report: Outcome | None) -> str:
+def _complete_now(conn: psycopg.Connection, settings: Settings, job: Job, embedder: Embedder, chunks: list[Chunk],
+                  sha256: str, data: bytes, report: Outcome | None) -> str:
     """Inline: embed every chunk (through the cache) and swap them in, under the version's lock."""
     vectors, computed = embed_with_cache(conn, job.tenant_id, embedder, [c.text for c in chunks])
     if report is not None:
@@ -452,17 +452,23 @@ def _complete_now(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks
         ingest_jobs.set_content(conn, locked, chunk_count=len(chunks), content_sha256=sha256)
         if locked.source_key:
             file_rows.set_digest(conn, job.tenant_id, job.file_id, data)
-        return _finalize(conn, locked, embedder, chunks, vectors, content_sha256=sha256)
+        return _finalize(conn, settings, locked, embedder, chunks, vectors, content_sha256=sha256)
 
 
-def _finalize(conn: psycopg.Connection, job: Job, embedder: Embedder, chunks: Sequence[Chunk],
+def _finalize(conn: psycopg.Connection, settings: Settings, job: Job, embedder: Embedder, chunks: Sequence[Chunk],
               vectors: Sequence[Any], *, content_sha256: str | None = None) -> str:
-    """Swap the version's chunks in (inside the caller's transaction, which holds the job's lock)."""
+    """Swap the version's chunks in (inside the caller's transaction, which holds the job's lock); on a Qdrant
+    store their points are written before the commit, so the file is searchable once it shows ``completed``."""
+    from chalicelib.search.backends import qdrant_sync
+
+    on_qdrant = qdrant_sync.lock_ahead(conn, job.tenant_id, job.vector_store_id, job.file_id)
     if not attachments.complete(conn, job.tenant_id, job.vector_store_id, job.file_id, chunks=chunks,
                                 vectors=vectors, dim=embedder.dimension,
                                 content_sha256=content_sha256 or job.content_sha256 or "", attempt=job.version):
         _retire(conn, job, "superseded")
         return "superseded"
+    if on_qdrant:
+        qdrant_sync.write_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id)
     _retire(conn, job, "completed")
     return "completed"
 

@@ -8,19 +8,24 @@ Importing this package is cheap: httpx and ``qdrant_edge`` load only when a tran
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chalicelib.config import ENV_QDRANT_URL, ENV_VECTOR_BACKEND
+from chalicelib.errors import ConfigurationError
 from chalicelib.qdrant.port import DENSE, INDEXED_FIELDS, SPARSE, TENANT_FIELD, QdrantError, QdrantTransport, ScoredIds
 
 if TYPE_CHECKING:
     from chalicelib.config import Settings
 
-__all__ = ["DENSE", "INDEXED_FIELDS", "SPARSE", "TENANT_FIELD", "QdrantError", "QdrantTransport", "ScoredIds",
-           "build_transport", "collection_name", "embedded_root"]
+__all__ = ["DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "SPARSE", "TENANT_FIELD", "QdrantError", "QdrantTransport",
+           "ScoredIds", "build_transport", "collection_name", "embedded_root"]
 
 # The embedded engine's folder under the data folder.
 EMBEDDED_FOLDER = "qdrant"
+# Set in every AWS Lambda environment (AWS Lambda, "Defined runtime environment variables").
+LAMBDA_ENV = "AWS_LAMBDA_FUNCTION_NAME"
 
 
 def collection_name(settings: Settings, dimension: int) -> str:
@@ -39,7 +44,12 @@ def build_transport(settings: Settings) -> QdrantTransport:
 
     Raises:
         botocore.exceptions.ClientError: the API key's secret cannot be read.
+        ConfigurationError: no URL inside AWS Lambda, where the embedded engine cannot run (every environment
+            would keep shards of its own).
     """
+    if not settings.qdrant_url and LAMBDA_ENV in os.environ:
+        raise ConfigurationError(f"{ENV_VECTOR_BACKEND}=qdrant needs {ENV_QDRANT_URL} in AWS Lambda: the embedded "
+                                 "engine keeps its shards on one machine's disk.")
     if settings.qdrant_url:
         from chalicelib.qdrant.http import HttpTransport
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["ChunkRow", "Entry", "StoreRow", "chunks", "claim", "done", "failed", "pending", "pending_count",
-           "qdrant_dimensions", "store"]
+__all__ = ["ChunkRow", "Claim", "Entry", "StoreRow", "chunk_ids", "chunks", "claim", "done", "failed", "lock",
+           "pending", "pending_count", "qdrant_dimensions", "store", "written"]
 
 _WHERE = """(%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
   AND (%(store)s::text IS NULL OR vector_store_id = %(store)s)"""
@@ -25,7 +25,11 @@ _COUNT = f"SELECT count(*) FROM vector_index_outbox WHERE {_WHERE}"
 # trigger queueing the file again is never blocked), then the entry as it is now.
 _TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%(key)s)"
 _LOCK = "SELECT pg_advisory_xact_lock(%(key)s) IS NOT NULL"
-_SEQ = "SELECT seq FROM vector_index_outbox WHERE vector_store_id = %(store)s AND file_id = %(file)s"
+_SEQ = """SELECT seq, written_seq FROM vector_index_outbox
+WHERE vector_store_id = %(store)s AND file_id = %(file)s"""
+# The swap's transaction wrote the points of the entry as it is at seq (migration 0024).
+_WRITTEN = """UPDATE vector_index_outbox SET written_seq = seq
+WHERE vector_store_id = %(store)s AND file_id = %(file)s RETURNING seq"""
 _DONE = "DELETE FROM vector_index_outbox WHERE vector_store_id = %(store)s AND file_id = %(file)s AND seq <= %(seq)s"
 _FAILED = """UPDATE vector_index_outbox SET attempts = attempts + 1, last_error = left(%(error)s, 500)
 WHERE vector_store_id = %(store)s AND file_id = %(file)s"""
@@ -40,6 +44,8 @@ SELECT c.id, c.text, c.keyword_length, c.attributes,
                  FROM unnest(c.keywords) AS t), '{}')
 FROM chunks c
 WHERE c.tenant_id = %(tenant)s AND c.vector_store_id = %(store)s AND c.file_id = %(file)s ORDER BY c.chunk_index"""
+_CHUNK_IDS = """SELECT id FROM chunks
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s ORDER BY chunk_index"""
 
 # Namespace of the advisory locks (the first argument of the two-key form would collide with nothing of ours
 # either way; the one-key form is used with this constant mixed in).
@@ -55,6 +61,15 @@ class Entry:
     file_id: str
     seq: int
     embedding_dim: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claimed entry as it is now: its ``seq``, and whether the swap that queued it already wrote its points
+    (``written``: only the older version's points are left to delete)."""
+
+    seq: int
+    written: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +113,28 @@ def pending_count(conn: psycopg.Connection, *, tenant_id: str | None = None, sto
     return int(conn.execute(_COUNT, {"tenant": tenant_id, "store": store_id}).fetchone()[0])  # type: ignore[index]
 
 
-def claim(conn: psycopg.Connection, entry: Entry, *, wait: bool = False) -> int | None:
-    """Inside a transaction: take the entry's file for this transaction (waiting for another sync of it to end
-    when ``wait``) and return its current ``seq`` — read after the lock, so a change the other sync missed is
-    seen; None when another sync holds it (without ``wait``) or the entry is gone."""
-    key = zlib.crc32(_LOCK_SALT + f"{entry.vector_store_id}/{entry.file_id}".encode()) - 2**31
-    locked = conn.execute(_LOCK if wait else _TRY_LOCK, {"key": key}).fetchone()[0]  # type: ignore[index]
-    if not locked:
+def lock(conn: psycopg.Connection, store_id: str, file_id: str, *, wait: bool = True) -> bool:
+    """Inside a transaction: take the file's sync lock until it ends (waiting for another sync of it when
+    ``wait``); returns whether it was taken. A transaction-level advisory lock, so a trigger queueing the file
+    again is never blocked."""
+    key = zlib.crc32(_LOCK_SALT + f"{store_id}/{file_id}".encode()) - 2**31
+    return bool(conn.execute(_LOCK if wait else _TRY_LOCK, {"key": key}).fetchone()[0])  # type: ignore[index]
+
+
+def claim(conn: psycopg.Connection, entry: Entry, *, wait: bool = False) -> Claim | None:
+    """Inside a transaction: take the entry's file (:func:`lock`) and return the entry as it is now — read after
+    the lock, so a change the other sync missed is seen; None when another sync holds it (without ``wait``) or the
+    entry is gone."""
+    if not lock(conn, entry.vector_store_id, entry.file_id, wait=wait):
         return None
     row = conn.execute(_SEQ, {"store": entry.vector_store_id, "file": entry.file_id}).fetchone()
+    return Claim(int(row[0]), row[1] == row[0]) if row else None
+
+
+def written(conn: psycopg.Connection, store_id: str, file_id: str) -> int | None:
+    """Inside the transaction that queued the file and holds its :func:`lock`: record that its points as they are
+    now are written; returns the entry's seq (None when the file is not queued: not a Qdrant store's)."""
+    row = conn.execute(_WRITTEN, {"store": store_id, "file": file_id}).fetchone()
     return int(row[0]) if row else None
 
 
@@ -132,6 +160,12 @@ def chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str
     return [ChunkRow(int(r[0]), r[1], int(r[2]), r[3], list(zip(r[4], (int(t) for t in r[5]), strict=True)))
             for r in rows]
 
+
+
+def chunk_ids(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> list[int]:
+    """The ids of the file's chunks in the store, in order."""
+    return [int(r[0]) for r in conn.execute(_CHUNK_IDS, {"tenant": tenant_id, "store": store_id,
+                                                          "file": file_id}).fetchall()]
 
 
 _DIMENSIONS = "SELECT DISTINCT embedding_dim FROM vector_stores WHERE backend = 'qdrant' ORDER BY 1"

@@ -26,7 +26,7 @@ FROM vector_stores s"""
 
 # Each file of a Qdrant store with no sync queued for it, with its chunk ids (files whose chunks are all gone too).
 _QDRANT_FILES = """
-SELECT s.tenant_id, s.id, f.file_id, s.embedding_dim,
+SELECT s.tenant_id, s.id, s.name, f.file_id, s.embedding_dim,
        coalesce((SELECT array_agg(c.id) FROM chunks c WHERE c.vector_store_id = s.id AND c.file_id = f.file_id), '{}')
 FROM vector_stores s
 JOIN (SELECT vector_store_id, file_id FROM vector_store_files
@@ -68,9 +68,17 @@ def check_invariants(settings) -> None:
         bad = conn.execute("SELECT count(*) FROM vector_store_files sf JOIN chunks c USING (vector_store_id, file_id) "
                            "WHERE sf.status IN ('failed', 'cancelled')").fetchone()[0]
         assert bad == 0
-        for tenant, store, file_id, dim, ids in conn.execute(_QDRANT_FILES).fetchall():
-            points = _qdrant_points(settings, tenant, store, file_id, dim)
-            assert points == sorted(ids), (store, file_id, points, ids)
+    check_qdrant(settings)
+
+
+def check_qdrant(settings, store_names: tuple[str, ...] | None = None) -> None:
+    """Every file of a Qdrant store (of those named, when given) with no sync queued for it has exactly its chunks
+    as points in the Qdrant ``settings`` reach."""
+    with connect(settings) as conn:
+        for tenant, store, name, file_id, dim, ids in conn.execute(_QDRANT_FILES).fetchall():
+            if store_names is None or name in store_names:
+                points = _qdrant_points(settings, tenant, store, file_id, dim)
+                assert points == sorted(ids), (store, file_id, points, ids)
 
 
 def snapshot(settings) -> dict[str, Any]:

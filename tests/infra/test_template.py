@@ -19,7 +19,7 @@ import cfnlint.api
 import pytest
 from chalice.utils import to_cfn_resource_name
 
-from chalicelib.config import Settings
+from chalicelib.config import VECTOR_BACKENDS, Settings
 from chalicelib.dispatch.table import QUEUES
 from chalicelib.jobs.table import LANES, tick_s
 from infra import build
@@ -60,9 +60,15 @@ def default(template: dict[str, Any], value: Any) -> Any:
 
 
 def statements(cfn: dict[str, Any], role: str) -> list[dict[str, Any]]:
-    """Every inline policy statement of ``role``."""
-    return [s for policy in cfn["Resources"][role]["Properties"].get("Policies", [])
-            for s in policy["PolicyDocument"]["Statement"]]
+    """Every inline policy statement of ``role``, a conditional one as when its condition holds."""
+    found = []
+    for policy in cfn["Resources"][role]["Properties"].get("Policies", []):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if "Fn::If" in statement:
+                condition, statement, otherwise = statement["Fn::If"]
+                assert condition in cfn["Conditions"] and otherwise == {"Ref": "AWS::NoValue"}, statement
+            found.append(statement)
+    return found
 
 
 def as_list(value: Any) -> list[Any]:
@@ -96,6 +102,9 @@ def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_ds
         assert env["ENGRAM_MAX_RECEIVES"] == {"Ref": "MaxReceiveCount"}, name
         assert env["ENGRAM_AUTO_MIGRATE"] == "false", name  # the DatabaseMigration resource migrates
         assert env["ENGRAM_CHAT_MODEL"] == {"Ref": "ChatModel"}, name  # what an inferring memory add calls
+        assert env["ENGRAM_VECTOR_BACKEND"] == {"Ref": "VectorBackend"}, name
+        assert env["ENGRAM_QDRANT_URL"] == {"Ref": "QdrantUrl"}, name
+        assert env["ENGRAM_QDRANT_SECRET_ARN"] == {"Ref": "QdrantApiKeySecretArn"}, name
         assert "DATABASE_URL" not in env, name
         assert props["LoggingConfig"]["LogGroup"]["Ref"] in resources(cfn, "AWS::Logs::LogGroup"), name
     # Each function has a role of its own.
@@ -315,8 +324,8 @@ def test_iam_is_least_privilege(cfn: dict[str, Any]) -> None:
     assert not allowed("MigrateFunctionRole", "s3:GetObject") and not allowed("IngestFunctionRole", "bedrock:InvokeModel")
     assert not allowed("MemoryFunctionRole", "s3:GetObject")
     for role in roles:
-        if role != "DatabaseProxyRole":
-            assert allowed(role, "secretsmanager:GetSecretValue") == {"DatabaseSecret"}, role
+        if role not in ("DatabaseProxyRole", "MigrateFunctionRole"):  # Qdrant's key when the stack has one
+            assert allowed(role, "secretsmanager:GetSecretValue") == {"DatabaseSecret", "QdrantApiKeySecretArn"}, role
 
     def models(role: str) -> list[str]:
         return [r["Fn::Sub"] for s in statements(cfn, role) if "bedrock:InvokeModel" in as_list(s["Action"])
@@ -327,6 +336,17 @@ def test_iam_is_least_privilege(cfn: dict[str, Any]) -> None:
     # An asynchronous memory add calls the chat model and the embedding model, as the API's inline add does.
     assert sorted(models("MemoryFunctionRole")) == [model_arn + "${ChatModel}", model_arn + "${EmbeddingModel}"]
     assert sorted(models("MemoryFunctionRole")) == sorted(models("MemoryJobsFunctionRole"))
+
+
+def test_a_qdrant_backend_needs_its_url_and_reads_its_key_from_secrets_manager(cfn: dict[str, Any]) -> None:
+    params = cfn["Parameters"]
+    assert params["VectorBackend"]["Default"] == "pgvector"
+    assert tuple(params["VectorBackend"]["AllowedValues"]) == VECTOR_BACKENDS
+    rule = cfn["Rules"]["QdrantNeedsUrl"]
+    assert rule["RuleCondition"] == {"Fn::Equals": [{"Ref": "VectorBackend"}, "qdrant"]}
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "QdrantUrl"}, ""]}]}
+    assert cfn["Conditions"]["HasQdrantApiKey"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "QdrantApiKeySecretArn"},
+                                                                              ""]}]}
 
 
 def test_streaming_front_streams_through_lambda_web_adapter(cfn: dict[str, Any]) -> None:

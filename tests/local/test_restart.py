@@ -32,8 +32,11 @@ import openai
 import pytest
 
 from chalicelib import config, deps
-from tests.conftest import REPO
+from tests.conftest import BOTH_BACKENDS, REPO
+from tests.events import state
 from tests.fakes.embedding_server import FakeEmbeddingServer
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 TENANT = "acme"
 TEXT = b"Engram keeps the bytes of every uploaded file.\n\nThe pelican nests on the quay near the lighthouse.\n"
@@ -64,7 +67,7 @@ def services(settings, tmp_path, monkeypatch) -> Iterator[Callable[..., tuple[An
     def start(pump: bool = True, **env: str) -> tuple[Any, openai.OpenAI]:
         base = {"DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
                 "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
-                "ENGRAM_METRICS": "off"}
+                "ENGRAM_METRICS": "off", "ENGRAM_VECTOR_BACKEND": settings.vector_backend}
         for name, value in {**base, **env}.items():
             monkeypatch.setenv(name, value)
         config.settings.cache_clear()
@@ -184,7 +187,7 @@ def _serve(settings, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, dict
     """``engram serve ARGS`` (or another command) as a subprocess on ``tmp_path``; returns it and its environment."""
     env = {**os.environ, "DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
            "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
-           "ENGRAM_METRICS": "off"}
+           "ENGRAM_METRICS": "off", "ENGRAM_VECTOR_BACKEND": settings.vector_backend}
     child = subprocess.Popen([sys.executable, "-m", "engram_cli.main", *args], cwd=REPO, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return child, env
@@ -278,6 +281,7 @@ def test_a_sigkill_while_dropping_loses_nothing_after_one_sync(services, setting
     again = httpx.post(f"{local.api.url}/drop_folder/sync", json={}, timeout=60,
                        headers={"Authorization": f"Bearer {client.api_key}"}).json()
     assert again["counts"]["unchanged"] == len(names) and again["counts"]["new"] == 0
+    state.check_qdrant(config_now, (store,))  # on Qdrant: every settled file's points are exactly its chunks
     print(f"\nSIGKILL + sync: {len(names)} dropped, {handled} handled before the kill ({killed_s:.1f} s), "
           f"{len(after_restart)} settled after the restart, {len(settled)} after one sync, "
           f"{rows - distinct} duplicate chunks, {time.monotonic() - started:.1f} s in all")

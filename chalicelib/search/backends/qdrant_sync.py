@@ -14,8 +14,11 @@ Every step is idempotent, so a sync interrupted anywhere (a crash, a Qdrant outa
 file is synced Qdrant may hold points of chunks that are gone; they are never returned, because a candidate
 resolves to a chunk only through Postgres (:mod:`chalicelib.search.backends`).
 
-Who syncs: the ingestion path right after it swaps a file's chunks in (:func:`sync_file`), and the
-``sync_vector_index`` job for everything else (deletes, retries after a failure).
+Who syncs: the ingestion path, twice — inside the transaction that swaps a file's chunks in and marks it
+``completed`` it upserts their points before the commit (:func:`lock_ahead`, :func:`write_ahead`), so a file is
+searchable the moment it shows ``completed``; after the commit :func:`sync_file` deletes the older version's points
+(the entry records that its points are written: migration 0024) — and the ``sync_vector_index`` job for everything
+else (deletes, attribute updates, retries after a failure).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from chalicelib.search.backends.qdrant_points import point
 from chalicelib.store import embedding_cache
 from chalicelib.store import vector_index_outbox as outbox
 
-__all__ = ["UPSERT_BATCH", "SyncCounts", "sync_file", "sync_pending", "write_file"]
+__all__ = ["UPSERT_BATCH", "SyncCounts", "lock_ahead", "sync_file", "sync_pending", "write_ahead", "write_file"]
 
 logger = logging.getLogger("engram.search.qdrant")
 
@@ -77,12 +80,12 @@ def sync_pending(conn: psycopg.Connection, settings: Settings, *, limit: int = P
     for entry in outbox.pending(conn, limit=limit, tenant_id=tenant_id, store_id=store_id, file_id=file_id):
         try:
             with conn.transaction():
-                seq = outbox.claim(conn, entry, wait=wait)
-                if seq is None:
+                claimed = outbox.claim(conn, entry, wait=wait)
+                if claimed is None:
                     counts.skipped += 1
                     continue
-                counts.points += _sync(conn, settings, target, entry)
-                outbox.done(conn, entry, seq)
+                counts.points += _sync(conn, settings, target, entry, upsert=not claimed.written)
+                outbox.done(conn, entry, claimed.seq)
             counts.synced += 1
         except EngramError as error:
             counts.failed += 1
@@ -101,8 +104,36 @@ def sync_file(conn: psycopg.Connection, settings: Settings, store_id: str, file_
     return sync_pending(conn, settings, limit=1, store_id=store_id, file_id=file_id, wait=True)
 
 
-def _sync(conn: psycopg.Connection, settings: Settings, transport: QdrantTransport, entry: outbox.Entry) -> int:
-    """Make the entry's points match Postgres; returns the points upserted."""
+def lock_ahead(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str) -> bool:
+    """Inside the transaction about to swap a file's chunks in, before it writes them: when the store lives on
+    Qdrant, take the file's sync lock (waiting for a sync of it to end) and return True. Taken before the swap's
+    triggers queue the file, so it and a sync, which locks then removes the entry, never wait on each other."""
+    store = outbox.store(conn, tenant_id, store_id)
+    return store is not None and store.backend == "qdrant" and outbox.lock(conn, store_id, file_id)
+
+
+def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str) -> int:
+    """Inside the transaction that swapped a file's chunks in, holding :func:`lock_ahead`'s lock: upsert their
+    points before it commits and record that in its entry, leaving the older version's points to the
+    :func:`sync_file` after the commit (a rollback leaves points of no chunk, never returned). Returns the points
+    upserted; a Qdrant failure is logged, not raised (the sync after the commit writes them, or the job does)."""
+    store = outbox.store(conn, tenant_id, store_id)
+    if store is None or store.backend != "qdrant":
+        return 0
+    try:
+        upserted = write_file(conn, settings, deps.qdrant(settings), tenant_id, store_id, store, file_id,
+                              delete_stale=False)
+    except EngramError as error:
+        logger.warning("Qdrant write of %s/%s before its commit failed (synced later): %s", store_id, file_id, error)
+        return 0
+    outbox.written(conn, store_id, file_id)
+    return upserted
+
+
+def _sync(conn: psycopg.Connection, settings: Settings, transport: QdrantTransport, entry: outbox.Entry, *,
+          upsert: bool) -> int:
+    """Make the entry's points match Postgres (its current points already upserted unless ``upsert``); returns
+    the points upserted."""
     if entry.file_id == "":  # the store is gone: all its points go
         if entry.embedding_dim:
             transport.delete(collection_name(settings, entry.embedding_dim),
@@ -112,14 +143,15 @@ def _sync(conn: psycopg.Connection, settings: Settings, transport: QdrantTranspo
     if store is None:
         return 0  # deleted: its own entry removes every point
     return write_file(conn, settings, transport, entry.tenant_id, entry.vector_store_id, store, entry.file_id,
-                      points=store.backend == "qdrant")  # moved back to pgvector: its points go
+                      points=store.backend == "qdrant", upsert=upsert)  # moved back to pgvector: its points go
 
 
 def write_file(conn: psycopg.Connection, settings: Settings, transport: QdrantTransport, tenant_id: str,
-               store_id: str, store: outbox.StoreRow, file_id: str, *, points: bool = True) -> int:
+               store_id: str, store: outbox.StoreRow, file_id: str, *, points: bool = True, upsert: bool = True,
+               delete_stale: bool = True) -> int:
     """Make Qdrant's points of one file equal to its chunks in Postgres (none when ``points`` is False): upsert
-    them, then delete the file's others. Returns the points upserted. Also what ``engram stores reindex`` runs
-    per file.
+    them (unless ``upsert`` is False: they are already), then delete the file's others (unless ``delete_stale``
+    is False). Returns the points upserted. Also what ``engram stores reindex`` runs per file.
 
     Raises:
         QdrantError: Qdrant failed (nothing in Postgres changed; running it again finishes the job).
@@ -127,17 +159,23 @@ def write_file(conn: psycopg.Connection, settings: Settings, transport: QdrantTr
     """
     name = collection_name(settings, store.embedding_dim)
     scope = [*_store_scope(tenant_id, store_id), {"key": "file_id", "match": {"value": file_id}}]
-    rows = outbox.chunks(conn, tenant_id, store_id, file_id) if points else []
-    if rows:
-        transport.ensure_collection(name, store.embedding_dim)
-        vectors = _vectors(conn, settings, tenant_id, store, [r.text for r in rows])
-        built = [point(r.id, tenant_id, store_id, file_id, v, r.terms, r.length, store.avgdl, r.attributes)
-                 for r, v in zip(rows, vectors, strict=True)]
-        for start in range(0, len(built), UPSERT_BATCH):
-            transport.upsert(name, built[start:start + UPSERT_BATCH])
-    stale = {"must": scope, "must_not": [{"has_id": [r.id for r in rows]}]} if rows else {"must": scope}
-    transport.delete(name, stale)
-    return len(rows)
+    if not points:
+        ids: list[int] = []
+    elif not upsert:
+        ids = outbox.chunk_ids(conn, tenant_id, store_id, file_id)
+    else:
+        rows = outbox.chunks(conn, tenant_id, store_id, file_id)
+        ids = [r.id for r in rows]
+        if rows:
+            transport.ensure_collection(name, store.embedding_dim)
+            vectors = _vectors(conn, settings, tenant_id, store, [r.text for r in rows])
+            built = [point(r.id, tenant_id, store_id, file_id, v, r.terms, r.length, store.avgdl, r.attributes)
+                     for r, v in zip(rows, vectors, strict=True)]
+            for start in range(0, len(built), UPSERT_BATCH):
+                transport.upsert(name, built[start:start + UPSERT_BATCH])
+    if delete_stale:
+        transport.delete(name, {"must": scope, "must_not": [{"has_id": ids}]} if ids else {"must": scope})
+    return len(ids) if upsert else 0
 
 
 def _store_scope(tenant_id: str, store_id: str) -> list[dict[str, Any]]:
