@@ -25,7 +25,11 @@ Markdown; some are meant to fail). Each stage is timed on its own over the whole
   the postings triggers or without the HNSW index, and ``*_bulk`` runs writing the same chunks as files of
   ``--bulk-file-chunks`` chunks to separate per-row from per-file cost. Every store run gets a freshly created
   database, so no run inserts vectors an earlier run already indexed. Target (issue 11): ≥ 480 rows/s per-file
-  with HNSW, 5 × the 96 rows/s measured before.
+  with HNSW, 5 × the 96 rows/s measured before. The ``qdrant`` run stores the same files into a Qdrant store as
+  the engine does (``ENGRAM_QDRANT_URL``, else the embedded engine under the data folder, collection prefix
+  ``bench_ingest_``): the swap's transaction without HNSW or postings plus the upsert of the file's points before
+  its commit, then the deletion of older points after it; the vectors are put in the embedding cache first (the
+  embedding stage fills it), untimed.
 
 Prints a table, then one JSON line. The database server is ``DATABASE_URL`` or the embedded Postgres under
 ``ENGRAM_DATA_DIR``; the benchmark databases are dropped and recreated for every store run.
@@ -52,13 +56,15 @@ from psycopg import sql
 
 from common import SHARED_DATA, ServerMeter, bench_settings
 
+from chalicelib.config import Settings
 from chalicelib.embed import HashingEmbedder, LocalEmbedder
 from chalicelib.errors import EngramError
 from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.store.chunks import Chunk
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.parse import parse_document
-from chalicelib.store import attachments
+from chalicelib.search.backends import qdrant_sync
+from chalicelib.store import attachments, embedding_cache
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 from chalicelib.store.db import connect, database_url, flush_wal
@@ -77,7 +83,10 @@ STORE_RUNS = {
     "hnsw_bulk": ("bulk", True, True, 1),
     "no_index": ("per-file", False, True, 1),
     "no_index_bulk": ("bulk", False, True, 1),
+    "qdrant": ("per-file", True, True, 1),
 }
+# Runs whose store lives on Qdrant.
+QDRANT_RUNS = frozenset({"qdrant"})
 DIM = 384
 MODEL = "all-MiniLM-L6-v2"
 DATABASE = "engram_bench_ingest"
@@ -268,12 +277,20 @@ _STORED = """SELECT (SELECT count(*) FROM chunks WHERE vector_store_id = %(store
 
 def store_run(conn: psycopg.Connection, url: str, label: str,
               groups: list[tuple[str, list[Chunk], list[list[float]]]], *, hnsw: bool = True,
-              triggers: bool = True, flush_every: int = 1) -> StoreRun:
+              triggers: bool = True, flush_every: int = 1, qdrant: Settings | None = None) -> StoreRun:
     """Register every file, then time the store transaction of each (``attachments.complete``, as the engine runs
-    it) on ``conn``, a connection to the database ``url``. ``hnsw=False`` drops the HNSW index that ``vector_stores.create`` makes; ``triggers=False`` disables the
-    statement triggers that keep the BM25 statistics and postings (a diagnostic: keyword search is then wrong);
-    ``flush_every=n`` commits without waiting for the WAL and flushes it after every ``n`` files."""
-    store = vector_stores.create(conn, TENANT, name=label, model=MODEL, dim=DIM)
+    it) on ``conn``, a connection to the database ``url``. ``hnsw=False`` drops the HNSW index that
+    ``vector_stores.create`` makes; ``triggers=False`` disables the statement triggers that keep the BM25
+    statistics and postings (a diagnostic: keyword search is then wrong); ``flush_every=n`` commits without waiting
+    for the WAL and flushes it after every ``n`` files; ``qdrant`` (the settings reaching it): the store lives on
+    Qdrant, and each file's points are written as the engine writes them."""
+    store = vector_stores.create(conn, TENANT, name=label, model=MODEL, dim=DIM,
+                                 backend="qdrant" if qdrant else "pgvector")
+    if qdrant is not None:  # what the embedding stage leaves in the cache
+        with conn.transaction():
+            embedding_cache.store(conn, TENANT, MODEL, [(embedding_cache.text_hash(c.text), v)
+                                                        for _, chunks, vectors in groups
+                                                        for c, v in zip(chunks, vectors, strict=True)])
     if not hnsw:
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(vector_stores.hnsw_index_name(DIM))))
     started = time.perf_counter()
@@ -295,8 +312,16 @@ def store_run(conn: psycopg.Connection, url: str, label: str,
         conn.execute("SET synchronous_commit = off")
     try:
         for n, (file_id, (filename, chunks, vectors)) in enumerate(zip(file_ids, groups), 1):
-            attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
-                                 content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
+            if qdrant is None:
+                attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+                                     content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
+            else:
+                with conn.transaction():
+                    qdrant_sync.lock_ahead(timed, TENANT, store.id, file_id)
+                    attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+                                         content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
+                    qdrant_sync.write_ahead(timed, qdrant, TENANT, store.id, file_id)
+                qdrant_sync.sync_file(conn, qdrant, store.id, file_id)
             if flush_every > 1 and (n % flush_every == 0 or n == len(groups)):
                 with conn.transaction():
                     conn.execute("SET LOCAL synchronous_commit = on")
@@ -438,7 +463,8 @@ def run_corpus(name: str, files: list[tuple[str, bytes]], args: argparse.Namespa
     groups = [(f, cs, hashing.embed([c.text for c in cs])) for f, cs in per_doc]
     runs: dict[str, StoreRun] = {}
 
-    def run_store(label: str, write: list[Any], hnsw: bool, triggers: bool, flush_every: int) -> StoreRun:
+    def run_store(label: str, write: list[Any], hnsw: bool, triggers: bool, flush_every: int,
+                  qdrant: Settings | None) -> StoreRun:
         # A fresh database per run: a second run into the same index would insert duplicate vectors (cheap).
         url = fresh_database(settings, DATABASE if hnsw else DATABASE_NO_INDEX)
         conn = connect(replace(settings, database_url=url))
@@ -446,14 +472,17 @@ def run_corpus(name: str, files: list[tuple[str, bytes]], args: argparse.Namespa
             if args.background_rows:
                 key = label if hnsw else f"{label}-no-index"
                 result.setdefault("background", {})[key] = add_background(conn, args.background_rows, hnsw=hnsw)
-            return store_run(conn, url, label, write, hnsw=hnsw, triggers=triggers, flush_every=flush_every)
+            return store_run(conn, url, label, write, hnsw=hnsw, triggers=triggers, flush_every=flush_every,
+                             qdrant=qdrant)
         finally:
             conn.close()
 
     bulk = regroup(groups, args.bulk_file_chunks)
     for key in [k.strip() for k in args.store_runs.split(",") if k.strip()]:
         shape, hnsw, triggers, flush_every = STORE_RUNS[key]
-        runs[key] = run_store(f"{name}-{shape}", groups if shape == "per-file" else bulk, hnsw, triggers, flush_every)
+        on_qdrant = replace(settings, vector_backend="qdrant", qdrant_collection_prefix="bench_ingest_")
+        runs[key] = run_store(f"{name}-{shape}", groups if shape == "per-file" else bulk, hnsw, triggers, flush_every,
+                              on_qdrant if key in QDRANT_RUNS else None)
     result["store"] = {k: r.as_json() for k, r in runs.items()}
     if "hnsw" in runs:
         result["store_target_met"] = runs["hnsw"].rows_per_s >= TARGET_ROWS_PER_S
