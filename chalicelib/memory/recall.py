@@ -31,7 +31,8 @@ what each buys on LoCoMo):
   graph (Diaz, "Regularizing Ad Hoc Retrieval Scores", CIKM 2005), the graph being the add's sequence;
   LongMemEval (Wu et al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single
   message for the same reason. Neighbours outside both legs' candidates are added with their own similarity
-  (keyword 0).
+  (keyword 0) and borrow from their own neighbours alike (one outside the ranked rows counts 0), so every ranked
+  memory is scored by the same formula (LoCoMo Recall@10 +0.01 over neighbours that borrowed nothing).
 - **Speakers** (β = :data:`FACET_BOOST`): a query naming a speaker of the scope's memories (``metadata.speaker``,
   the message ``name`` of a verbatim add) prefers what that speaker said: questions about a person are mostly
   answered by that person's own statements (entity-centric retrieval, as in Zep's and mem0's entity nodes).

@@ -97,16 +97,17 @@ _GET = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND id = %
 _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
 # What recall ranks candidates by, in one statement: for each candidate row id and, with neighbours, each neighbour
 # of one (the memories one add stored together: same valid_from and source, i.e. one conversation's messages or
-# facts, in write order, among the scope's visible rows), its narrow ranking row, its neighbours and its cosine
-# similarity to the query vector (NULL without one, or for another embedding dimension).
+# facts, in write order, among the scope's visible rows), its narrow ranking row, its own neighbours (a neighbour's
+# too) and its cosine similarity to the query vector (NULL without one, or for another embedding dimension).
 _NEIGHBOURS = """
 ordered AS (
     SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
     WHERE tenant_id = %(tenant)s AND ({scope})
     WINDOW w AS (PARTITION BY valid_from, source_kind, source_id ORDER BY seq)),
-wanted AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN unnest(%(seqs)s::bigint[]) AS c(seq) USING (seq)),
-ids AS (SELECT seq FROM wanted UNION SELECT prev FROM wanted WHERE prev IS NOT NULL
-        UNION SELECT next FROM wanted WHERE next IS NOT NULL)"""
+asked AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN unnest(%(seqs)s::bigint[]) AS c(seq) USING (seq)),
+ids AS (SELECT seq FROM asked UNION SELECT prev FROM asked WHERE prev IS NOT NULL
+        UNION SELECT next FROM asked WHERE next IS NOT NULL),
+wanted AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN ids USING (seq))"""
 _ALONE = """
 wanted AS (SELECT NULL::bigint AS seq, NULL::bigint AS prev, NULL::bigint AS next WHERE false),
 ids AS (SELECT unnest(%(seqs)s::bigint[]) AS seq)"""
@@ -407,8 +408,8 @@ def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
                neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
     """The :class:`Ranking` rows of the tenant's memories ``seqs`` (any order), with their similarity to
     ``vector``. With ``neighbours`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
-    filters whose rows may be returned), also each one's neighbours among those rows, and the rows of
-    those neighbours (with ``previous`` / ``following`` None)."""
+    filters whose rows may be returned), also each one's neighbours among those rows (``previous`` /
+    ``following``), and the rows of those neighbours with their own neighbours (which need not be returned)."""
     from pgvector import Vector
 
     if not seqs:

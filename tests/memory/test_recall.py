@@ -61,6 +61,22 @@ def test_an_answer_borrows_relevance_from_the_turn_before_it_in_the_same_convers
     assert plain.score < answer.score
 
 
+def test_a_neighbour_added_for_context_borrows_from_its_own_neighbours_too(db, conn):
+    """The candidates statement returns, for a neighbour it adds, that neighbour's own neighbours as well."""
+    from chalicelib.memory import store
+
+    add, _ = db
+    added = add(("Ann", "First."), ("Ben", "Second."), ("Ann", "Third."), user="ctx2")
+    first, second, third = (conn.execute("SELECT seq FROM memories WHERE id = %s", (c.id,)).fetchone()[0]
+                            for c in added.changes)
+    predicate, params = store.scope_predicate(MemoryScope(user_id="ctx2"))
+    rows = {r.seq: r for r in store.candidates(conn, TENANT, [first], vector=None, neighbours=predicate,
+                                                 params=params)}
+    assert set(rows) == {first, second}  # the candidate and its neighbour, not the neighbour's neighbour
+    assert (rows[first].previous, rows[first].following) == (None, second)
+    assert (rows[second].previous, rows[second].following) == (first, third)
+
+
 def test_a_named_speaker_prefers_what_that_speaker_said(db):
     add, search = db
     add(("Maria", "I volunteer at the animal shelter on Saturdays."),
