@@ -112,8 +112,8 @@ _ALONE = """
 wanted AS (SELECT NULL::bigint AS seq, NULL::bigint AS prev, NULL::bigint AS next WHERE false),
 ids AS (SELECT unnest(%(seqs)s::bigint[]) AS seq)"""
 _CANDIDATES = """WITH {rows}
-SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.importance, m.pinned, m.created_at,
-    m.last_accessed_at, w.prev AS previous, w.next AS following,
+SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.source_kind, m.source_id, m.importance, m.pinned,
+    m.created_at, m.last_accessed_at, w.prev AS previous, w.next AS following,
     CASE WHEN %(q)s::vector IS NOT NULL AND m.embedding_dim = %(dim)s
          THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity
 FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
@@ -268,7 +268,8 @@ class NewMemory:
 @dataclass(frozen=True, slots=True)
 class Ranking:
     """What recall ranks a candidate memory by besides its text: its row id ``seq``, ``speaker``
-    (``metadata.speaker``, as text), ``valid_from``, ``importance``, ``pinned``, ``created_at``,
+    (``metadata.speaker``, as text), ``valid_from``, ``source_kind`` and ``source_id`` (with ``valid_from``, they
+    name the add that stored it: :attr:`session`), ``importance``, ``pinned``, ``created_at``,
     ``last_accessed_at``, its neighbours ``previous`` / ``following`` among the memories of its add (None at the
     ends, or when neighbours were not asked for) and its cosine ``similarity`` to the query in [−1, 1] (None
     without a query vector) — a narrow row, so ranking a hundred candidates reads no text or JSON."""
@@ -276,6 +277,8 @@ class Ranking:
     seq: int
     speaker: str | None
     valid_from: datetime
+    source_kind: str
+    source_id: str | None
     importance: float
     pinned: bool
     created_at: datetime
@@ -283,6 +286,12 @@ class Ranking:
     previous: int | None
     following: int | None
     similarity: float | None
+
+    @property
+    def session(self) -> tuple[datetime, str, str | None]:
+        """The add (one conversation's session, or the facts extracted from it) the memory came from: the key its
+        neighbours share."""
+        return self.valid_from, self.source_kind, self.source_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,22 @@ def test_a_neighbour_added_for_context_borrows_from_its_own_neighbours_too(db, c
     assert (rows[second].previous, rows[second].following) == (first, third)
 
 
+def test_a_turn_of_the_session_about_the_question_outranks_an_equal_turn_of_another(db):
+    add, search = db
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    add(("Ann", "The dance studio opens on Friday."), ("Ben", "Tomorrow will be a great night."), *FILLER[:2],
+        user="sess", when=when)
+    add(*FILLER[2:], ("Ben", "Tomorrow will be a great night indeed."), user="sess", when=when + timedelta(days=30))
+    hits = search("When does the dance studio open?", "sess", signals=recall.Signals(context=False))
+    nights = [h for h in hits if h.memory.memory.startswith("Tomorrow")]
+    assert [h.memory.memory for h in nights] == ["Tomorrow will be a great night.",
+                                               "Tomorrow will be a great night indeed."]
+    assert nights[0].details["session"] == hits[0].details["relevance"]  # the opening's session: its best turn
+    assert nights[0].details["session"] > nights[1].details["session"]
+    off = search("When does the dance studio open?", "sess", signals=recall.Signals(context=False, sessions=False))
+    assert all(h.details["session"] is None for h in off)
+
+
 def test_a_named_speaker_prefers_what_that_speaker_said(db):
     add, search = db
     add(("Maria", "I volunteer at the animal shelter on Saturdays."),
