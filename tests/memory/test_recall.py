@@ -140,6 +140,25 @@ def test_decay_counts_from_last_use_not_from_when_the_fact_held(db, settings):
     assert stale.score < fresh.score
 
 
+def test_freshness_breaks_near_ties_and_never_buries_the_best_match(db, conn):
+    add, search = db
+    add(("Ann", "My sister lives in Lisbon near the old harbour."), user="fresh", when=datetime(2023, 1, 5, tzinfo=UTC))
+    add(("Ann", "Lisbon trams are yellow."), user="fresh", when=datetime(2025, 5, 31, tzinfo=UTC))
+    # Written live: each memory created at its conversation's time; queried the day after the second one.
+    conn.execute("UPDATE memories SET created_at = valid_from WHERE tenant_id = %s AND user_id = 'fresh'", (TENANT,))
+    later = datetime(2025, 6, 1, tzinfo=UTC)
+    hits = search("where does my sister live near the harbour in Lisbon", "fresh", now=later)
+    assert _texts(hits)[0] == "My sister lives in Lisbon near the old harbour."  # older, and the best match
+    old, new = hits[0].details, hits[1].details
+    assert old["recency"] < new["recency"]
+    # A score is the match scaled by freshness and importance: a memory that matches nothing gains nothing.
+    balanced = recall.STRATEGIES["balanced"]
+    assert recall._base(0.0, 1.0, 1.0, balanced) == 0.0
+    assert recall._base(0.5, 0.0, 0.5, balanced) / recall._base(0.5, 1.0, 0.5, balanced) == pytest.approx(0.85 / 0.95)
+    # Without a vector or text weight there is no match to scale: freshness and importance alone rank.
+    assert recall._base(0.0, 1.0, 0.5, recall.Strategy(0.0, 0.0, 1.0, 1.0)) == pytest.approx(0.75)
+
+
 def test_search_counts_an_access_of_each_result(db, conn):
     add, search = db
     add(("Ann", "The spare key is under the blue pot."), user="touch")
