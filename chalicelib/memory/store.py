@@ -24,6 +24,7 @@ from chalicelib.store.paging import Page, keyset, trim
 
 __all__ = [
     "ACCESS_GRANULARITY_S",
+    "SPEAKER_SAMPLE",
     "Edit",
     "Entity",
     "HistoryRow",
@@ -52,6 +53,7 @@ __all__ = [
     "revise",
     "scope_predicate",
     "similar",
+    "speakers",
     "stats",
     "touch",
 ]
@@ -59,6 +61,10 @@ __all__ = [
 # A memory's access is recorded at most once per this many seconds (one UPDATE per search for the rows not
 # touched within it, never one write per row per search): access_count counts access sessions.
 ACCESS_GRANULARITY_S = 60
+# :func:`speakers` reads the speakers of at most this many of the scope's memories (any of them, by index order):
+# a bound on its cost for a scope of any size (~2 ms at the bound); a conversation's speakers recur in nearly every
+# turn, so a sample this large holds them all.
+SPEAKER_SAMPLE = 5000
 
 _COLUMNS = """seq, id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, valid_to, superseded_by, invalidated_by, pinned,
@@ -118,6 +124,9 @@ SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.source_kind, m.
          THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity
 FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
 LEFT JOIN wanted w ON w.seq = m.seq"""
+_SPEAKERS = """SELECT DISTINCT speaker FROM (
+    SELECT metadata->>'speaker' AS speaker FROM memories WHERE tenant_id = %(tenant)s AND ({scope}) LIMIT %(limit)s
+) AS sample WHERE speaker IS NOT NULL AND btrim(speaker) <> '' ORDER BY speaker"""
 _BY_HASH = f"""SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND hash = %(hash)s AND {{scope}}
 AND {ACTIVE} ORDER BY created_at LIMIT 1"""
 _BY_HASHES = f"""SELECT DISTINCT ON (hash) {_COLUMNS} FROM memories
@@ -430,6 +439,15 @@ def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
               "dim": query.dimensions() if query is not None else 0}
     with conn.cursor(row_factory=class_row(Ranking)) as cur:
         return cur.execute(statement, values).fetchall()
+
+
+def speakers(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, params: dict[str, Any], *,
+             limit: int = SPEAKER_SAMPLE) -> list[str]:
+    """The distinct non-blank ``metadata.speaker`` values (sorted) among at most ``limit`` memories of the
+    tenant matching ``scope`` (an SQL boolean over ``memories``, alias-free, with its ``params``)."""
+    statement = sql.SQL(_SPEAKERS).format(scope=scope)
+    rows = conn.execute(statement, {**params, "tenant": tenant_id, "limit": limit}).fetchall()
+    return [row[0] for row in rows]
 
 
 def find_by_hash(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, digest: str) -> Memory | None:

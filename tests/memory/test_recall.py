@@ -110,6 +110,19 @@ def test_a_named_speaker_prefers_what_that_speaker_said(db):
     assert hits[1].memory.memory == off[1].memory.memory and hits[1].score < off[1].score
 
 
+def test_a_named_speaker_counts_as_the_speaker_not_as_words_of_the_query(db):
+    add, search = db
+    add(("John", "I volunteer at the food bank on Saturdays."), ("Ann", "John, that is so kind of you, John!"),
+        user="names")
+    hits = search("What does John do on Saturdays?", "names", top_k=2)
+    assert _texts(hits)[0] == "I volunteer at the food bank on Saturdays."
+    assert [h.details["speaker"] for h in hits] == [1.0, 0.0]
+    # The whole name or its first word, possessive too; a query of nothing but a name stays as it is.
+    assert recall._without_names("What is john smith's job, John?", {"John Smith"}) == "What is job, ?"
+    assert recall._without_names("John?", {"John"}) == "John?"
+    assert recall._named_speakers("Did Johnny call?", ["John", None, " "]) == set()
+
+
 def test_a_named_date_prefers_memories_from_then(db):
     add, search = db
     add(("Nate", "I made coconut ice cream today."), user="dates", when=datetime(2022, 3, 4, 18, tzinfo=UTC))
