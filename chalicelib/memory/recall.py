@@ -6,7 +6,7 @@ multiplied by a bounded decay.
 Per result (every term in [0, 1]):
 
     relevance  = (w_v · similarity + w_t · keyword) / (w_v + w_t)
-    context    = (relevance + α · max(relevance of the previous, of the next of its add)) / (1 + α)
+    context    = (relevance + α · max(q · relevance of the previous, relevance of the next of its add)) / (1 + α)
     session    = (context + λ · the best relevance among the ranked memories of its add) / (1 + λ)
     match      = session · (1 + β · said by a speaker the query names) / (1 + β)      (when it names one)
                          · (1 + γ · valid_from inside a time the query names) / (1 + γ) (when it names one)
@@ -33,7 +33,14 @@ what each buys on LoCoMo):
   LongMemEval (Wu et al., ICLR 2025) finds the user–assistant round a better retrieval unit than the single
   message for the same reason. Neighbours outside both legs' candidates are added with their own similarity
   (keyword 0) and borrow from their own neighbours alike (one outside the ranked rows counts 0), so every ranked
-  memory is scored by the same formula (LoCoMo Recall@10 +0.01 over neighbours that borrowed nothing).
+  memory is scored by the same formula (LoCoMo Recall@10 +0.01 over neighbours that borrowed nothing). What a
+  memory borrows from the turn *before* it depends on whether that turn asked (q = 1 when its text holds a
+  question mark, else q = :data:`UNASKED_SHARE`): an answer takes its question's relevance, while a turn after a
+  mere statement on the topic takes a quarter of it (the next turn lends in full: a question is found by its
+  answer's words). Borrowing from every neighbour alike filled the top of the list with the pairs around one
+  relevant turn, crowding out the rest of a question's evidence when it lies in several sessions: on LoCoMo,
+  multi-hop Recall@10 0.516 → 0.539 and Recall@10 0.808 → 0.810 (α 0.5 → 0.75 with it; single-hop 0.904 →
+  0.901, All@10 0.749 → 0.746).
 - **Sessions** (λ = :data:`SESSION_WEIGHT`): recall in two stages, sessions first, then their turns. A session
   (the memories one add stored: one conversation's session, or the facts extracted from it) is as relevant as
   its best ranked memory, and each memory borrows a quarter of its session's relevance: of two equally close
@@ -56,9 +63,11 @@ what each buys on LoCoMo):
   prefers memories valid from inside that time (LongMemEval's time-aware query expansion, used as a soft boost).
 
 The boosts divide by their maximum so every score stays in [0, 1]; a query naming no speaker or time, or only
-a time none of the candidates is from, is not scaled. α, β and γ are coarse choices ("counts half as much
-again"), not fitted: on LoCoMo, Recall@10 moves by about 0.01 for any of them between 0.25 and 1. λ is a
-quarter: at 0.5 Recall@10 is about the same but multi-hop questions lose 0.02 (``docs/benchmarks.md``).
+a time none of the candidates is from, is not scaled. β and γ are coarse choices ("counts half as much again"), not
+fitted: on LoCoMo, Recall@10 moves by about 0.01 for any of them between 0.25 and 1. α was one too (0.5) until a
+turn after a statement borrowed only a quarter; with that, 0.6, 0.75 and 1 gave Recall@10 0.808, 0.810 and 0.804
+(``UNASKED_SHARE`` 0 and 0.25: 0.809 and 0.810). λ is a quarter: at 0.5 Recall@10 is about the same but multi-hop
+questions lose 0.02 (``docs/benchmarks.md``).
 
 **Freshness and decay** count the days since Engram last *used* a memory: its last access by a search, else its
 creation (seed 000: "days since last access"; seed 002's "access freshness"). Not ``valid_from``: that is when
@@ -103,8 +112,8 @@ from chalicelib.search.corpus import MEMORIES, Scope
 from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
 
-__all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "SESSION_WEIGHT", "STRATEGIES", "Hit", "Query", "Signals", "Strategy",
-           "search"]
+__all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "SESSION_WEIGHT", "STRATEGIES", "UNASKED_SHARE", "Hit", "Query",
+           "Signals", "Strategy", "search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +138,10 @@ DEFAULT_STRATEGY = "balanced"
 # Candidates each leg returns before the strategy re-scores them.
 MIN_CANDIDATES = 100
 # α: the share of its best neighbour's relevance (same add) a memory borrows (see the module docstring).
-CONTEXT_WEIGHT = 0.5
+CONTEXT_WEIGHT = 0.75
+# The part of its previous neighbour's relevance a memory borrows when that neighbour asked nothing (a question
+# lends its whole relevance to the turn after it: the answer).
+UNASKED_SHARE = 0.25
 # β and γ: how much more a memory said by a speaker the query names, or valid from a time it names, counts.
 FACET_BOOST = 0.5
 # λ: the share of its session's best relevance (the best ranked memory of its add) a memory borrows.
@@ -237,7 +249,7 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     windows = time_windows(query.query) if query.signals.dates else []
     if not any(w.contains(row.valid_from) for w in windows for row in rows):
         windows = []  # a time no candidate is from says nothing about them
-    facts = _QueryFacts(relevance, sessions, named, windows)
+    facts = _QueryFacts(relevance, sessions, named, windows, {row.seq for row in rows if row.asks})
     scored = [_score(row, evidence, facts, query.strategy, settings, now) for row in rows]
     scored.sort(key=lambda s: (-s[1], s[0].seq))
     scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
@@ -289,12 +301,14 @@ def _without_names(query: str, named: set[str]) -> str:
 @dataclass(frozen=True, slots=True)
 class _QueryFacts:
     """What one search knows about its ranked rows besides their own evidence: each row's ``relevance``, the best
-    relevance in each ``session`` (empty: the signal is off), the ``named`` speakers and the time ``windows``."""
+    relevance in each ``session`` (empty: the signal is off), the ``named`` speakers, the time ``windows`` and the
+    rows ``asking`` something (:attr:`store.Ranking.asks`)."""
 
     relevance: dict[int, float]
     sessions: dict[tuple[datetime, str, str | None], float]
     named: set[str]
     windows: list[TimeWindow]
+    asking: set[int]
 
 
 def _relevance(seq: int, evidence: _Evidence, strategy: Strategy) -> float:
@@ -326,7 +340,8 @@ def _score(row: store.Ranking, evidence: _Evidence, facts: _QueryFacts, strategy
     own = relevance(row.seq)
     match = own
     if row.previous is not None or row.following is not None:
-        match = (own + CONTEXT_WEIGHT * max(relevance(row.previous), relevance(row.following))) / (1 + CONTEXT_WEIGHT)
+        before = relevance(row.previous) * (1.0 if row.previous in facts.asking else UNASKED_SHARE)
+        match = (own + CONTEXT_WEIGHT * max(before, relevance(row.following))) / (1 + CONTEXT_WEIGHT)
     context = match
     session = None
     if facts.sessions:

@@ -121,7 +121,7 @@ _CANDIDATES = """WITH {rows}
 SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.source_kind, m.source_id, m.importance, m.pinned,
     m.created_at, m.last_accessed_at, w.prev AS previous, w.next AS following,
     CASE WHEN %(q)s::vector IS NOT NULL AND m.embedding_dim = %(dim)s
-         THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity
+         THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity, strpos(m.memory, '?') > 0 AS asks
 FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
 LEFT JOIN wanted w ON w.seq = m.seq"""
 _SPEAKERS = """SELECT DISTINCT speaker FROM (
@@ -276,12 +276,13 @@ class NewMemory:
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """What recall ranks a candidate memory by besides its text: its row id ``seq``, ``speaker``
-    (``metadata.speaker``, as text), ``valid_from``, ``source_kind`` and ``source_id`` (with ``valid_from``, they
-    name the add that stored it: :attr:`session`), ``importance``, ``pinned``, ``created_at``,
-    ``last_accessed_at``, its neighbours ``previous`` / ``following`` among the memories of its add (None at the
-    ends, or when neighbours were not asked for) and its cosine ``similarity`` to the query in [−1, 1] (None
-    without a query vector) — a narrow row, so ranking a hundred candidates reads no text or JSON."""
+    """What recall ranks a candidate memory by besides its text: its row id ``seq``, ``speaker`` (``metadata.speaker``,
+    as text), ``valid_from``, ``source_kind`` and ``source_id`` (with ``valid_from``, they name the add that stored
+    it: :attr:`session`), ``importance``, ``pinned``, ``created_at``, ``last_accessed_at``, its neighbours
+    ``previous`` / ``following`` among the memories of its add (None at the ends, or when neighbours were not asked
+    for), its cosine ``similarity`` to the query in [−1, 1] (None without a query vector) and whether it ``asks``
+    something (its text holds a question mark) — a narrow row, so ranking a hundred candidates returns no text or
+    JSON."""
 
     seq: int
     speaker: str | None
@@ -295,6 +296,7 @@ class Ranking:
     previous: int | None
     following: int | None
     similarity: float | None
+    asks: bool
 
     @property
     def session(self) -> tuple[datetime, str, str | None]:

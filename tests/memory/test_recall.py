@@ -61,6 +61,21 @@ def test_an_answer_borrows_relevance_from_the_turn_before_it_in_the_same_convers
     assert plain.score < answer.score
 
 
+def test_a_turn_borrows_in_full_from_a_question_before_it_and_a_quarter_from_a_statement(db):
+    add, search = db
+    add(("Ann", "Do you like novels?"), ("Ben", "Yes, mostly old ones."), user="asks",
+        when=datetime(2024, 1, 1, tzinfo=UTC))
+    add(("Ann", "Novels are great."), ("Ben", "The weather is fine."), user="asks", when=datetime(2024, 2, 1, tzinfo=UTC))
+    hits = {h.memory.memory: h.details for h in search("novels", "asks")}
+    question, statement = hits["Do you like novels?"], hits["Novels are great."]
+    answer, after = hits["Yes, mostly old ones."], hits["The weather is fine."]
+    alpha = recall.CONTEXT_WEIGHT
+    assert answer["context"] == pytest.approx((answer["relevance"] + alpha * question["relevance"]) / (1 + alpha),
+                                              abs=1e-5)
+    assert after["context"] == pytest.approx(
+        (after["relevance"] + alpha * recall.UNASKED_SHARE * statement["relevance"]) / (1 + alpha), abs=1e-5)
+
+
 def test_a_neighbour_added_for_context_borrows_from_its_own_neighbours_too(db, conn):
     """The candidates statement returns, for a neighbour it adds, that neighbour's own neighbours as well."""
     from chalicelib.memory import store
@@ -107,7 +122,9 @@ def test_a_named_speaker_prefers_what_that_speaker_said(db):
                  signals=recall.Signals(speakers=False))
     assert all(h.details["speaker"] is None for h in off)
     # The boost is relative (divided by its maximum): the other speaker's memory scores lower than without it.
-    assert hits[1].memory.memory == off[1].memory.memory and hits[1].score < off[1].score
+    shelter = "I volunteer at the animal shelter on Saturdays."
+    assert next(h.score for h in hits if h.memory.memory == shelter) < next(h.score for h in off
+                                                                             if h.memory.memory == shelter)
 
 
 def test_a_named_speaker_counts_as_the_speaker_not_as_words_of_the_query(db):
