@@ -45,7 +45,7 @@ what each buys on LoCoMo):
   (the memories one add stored: one conversation's session, or the facts extracted from it) is as relevant as
   its best ranked memory, and each memory borrows a quarter of its session's relevance: of two equally close
   turns, the one from the session about the question's topic ranks first, and a turn of the right session that
-  shares no word with the question ("Tomorrow's gonna be an awesome night" for "the grand opening") moves up.
+  shares no word with the question ("We danced until two" for "the launch party") moves up.
   This is passage retrieval with the document's score mixed in (Callan, "Passage-Level Evidence in Document
   Retrieval", SIGIR 1994); the session is scored by its best passage, which Callan found the most reliable
   document score. On LoCoMo, Recall@10 0.782 → 0.793; single-hop and temporal questions gain, multi-hop ones
