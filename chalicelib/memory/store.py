@@ -448,7 +448,8 @@ def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
 def speakers(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, params: dict[str, Any], *,
              limit: int = SPEAKER_SAMPLE) -> list[str]:
     """The distinct non-blank ``metadata.speaker`` values (sorted) among at most ``limit`` memories of the
-    tenant matching ``scope`` (an SQL boolean over ``memories``, alias-free, with its ``params``)."""
+    tenant matching ``scope`` (an SQL boolean over ``memories``, alias-free, with its ``params``): one statement,
+    bounded by ``limit`` (:data:`SPEAKER_SAMPLE`) whatever the scope's size. Database errors propagate."""
     statement = sql.SQL(_SPEAKERS).format(scope=scope)
     rows = conn.execute(statement, {**params, "tenant": tenant_id, "limit": limit}).fetchall()
     return [row[0] for row in rows]
