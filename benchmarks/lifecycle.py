@@ -64,7 +64,7 @@ import psycopg
 from psycopg import sql
 
 from common import bench_settings, percentile
-from memory import LOCOMO, CachedEmbedder, database_for, evaluate, ingest_locomo, load_locomo, recall_variants
+from memory import DEFAULT_VARIANT, LOCOMO, CachedEmbedder, database_for, evaluate, ingest_locomo, load_locomo, recall_variants
 from memory import TENANT as LOCOMO_TENANT
 from memory import sentences, vocabulary
 
@@ -288,7 +288,7 @@ def locomo_before_after(args: argparse.Namespace, settings: Any) -> dict[str, An
     embedder = CachedEmbedder(conn, build_embedder(settings))
     mapping, _ = ingest_locomo(conn, settings, sessions, embedder)
     embedder.embed([q.text for q in questions])
-    make = recall_variants(argparse.Namespace(ablation=False, strategies=[]))["default: + dates (all signals)"]
+    make = recall_variants(argparse.Namespace(ablation=False, strategies=[]))[DEFAULT_VARIANT]
     before, _, _ = evaluate(conn, settings, questions, mapping, last, embedder, make, "end")
     consolidated = run_pass(settings, "consolidation", LOCOMO_TENANT, None)
     after, _, _ = evaluate(conn, settings, questions, mapping, last, embedder, make, "end")

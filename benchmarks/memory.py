@@ -226,6 +226,10 @@ def score(ranked: list[str], relevant: frozenset[str]) -> dict[str, float]:
 
 
 METRICS = ("R@5", "R@10", "R@20", "All@10", "nDCG@10")
+# The ablation's names of recall.Signals' fields.
+SIGNAL_LABELS = {"context": "conversation context", "speakers": "speakers", "dates": "dates",
+                 "sessions": "sessions"}
+DEFAULT_VARIANT = "default (all signals)"
 
 
 def evaluate(conn: psycopg.Connection, settings: Any, questions: list[Question], mapping: dict[str, dict[str, str]],
@@ -267,7 +271,7 @@ def print_recall_table(name: str, means: dict[str, dict[str, float]], times: lis
 
 def recall_variants(args: argparse.Namespace) -> dict[str, Callable[[Question], recall.Query]]:
     """The recall variants to compare: name → how a question becomes a :class:`recall.Query`. The ablation adds
-    the memory signals one at a time, then leaves each out of the default."""
+    the memory signals one at a time (in :class:`recall.Signals` order), then leaves each out of the default."""
 
     def make(signals: recall.Signals, strategy: recall.Strategy | None = None) -> Callable[[Question], recall.Query]:
         def query(q: Question) -> recall.Query:
@@ -275,17 +279,19 @@ def recall_variants(args: argparse.Namespace) -> dict[str, Callable[[Question], 
                                 strategy=strategy or recall.STRATEGIES[recall.DEFAULT_STRATEGY])
         return query
 
-    off = recall.Signals(context=False, speakers=False, dates=False)
+    names = [f.name for f in dataclasses.fields(recall.Signals)]
+    off = recall.Signals(**{name: False for name in names})
     variants: dict[str, Callable[[Question], recall.Query]] = {}
     if args.ablation:
         variants["no memory signals (hybrid relevance only)"] = make(off)
-        variants["+ conversation context"] = make(dataclasses.replace(off, context=True))
-        variants["+ conversation context + speakers"] = make(dataclasses.replace(off, context=True, speakers=True))
-    variants["default: + dates (all signals)"] = make(recall.Signals())
+        for i in range(len(names) - 1):
+            label = " + ".join(SIGNAL_LABELS[n] for n in names[:i + 1])
+            variants[f"+ {label}"] = make(dataclasses.replace(off, **{n: True for n in names[:i + 1]}))
+    variants[DEFAULT_VARIANT] = make(recall.Signals())
     if args.ablation:
-        variants["default without conversation context"] = make(recall.Signals(context=False))
-        variants["default without speakers"] = make(recall.Signals(speakers=False))
-        variants["default without dates"] = make(recall.Signals(dates=False))
+        for name in names:
+            variants[f"default without {SIGNAL_LABELS[name]}"] = make(dataclasses.replace(recall.Signals(),
+                                                                                          **{name: False}))
     for name in args.strategies:
         variants[f"default signals, strategy {name}"] = make(recall.Signals(), recall.STRATEGIES[name])
     return variants
@@ -325,7 +331,7 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute("UPDATE memories SET created_at = valid_from WHERE tenant_id = %s", (TENANT,))
             means, times, _ = evaluate(conn, settings, questions, mapping, last, embedder,
                                        recall_variants(argparse.Namespace(ablation=False, strategies=[]))[
-                                           "default: + dates (all signals)"], args.now)
+                                           DEFAULT_VARIANT], args.now)
         print_recall_table(name, means, times)
         results[name] = {"metrics": means, "search_ms_p50": round(percentile(times, 50) * 1000, 2),
                          "search_ms_p95": round(percentile(times, 95) * 1000, 2)}

@@ -61,6 +61,53 @@ def test_an_answer_borrows_relevance_from_the_turn_before_it_in_the_same_convers
     assert plain.score < answer.score
 
 
+def test_a_turn_borrows_in_full_from_a_question_before_it_and_a_quarter_from_a_statement(db):
+    add, search = db
+    add(("Ann", "Do you like novels?"), ("Ben", "Yes, mostly old ones."), user="asks",
+        when=datetime(2024, 1, 1, tzinfo=UTC))
+    add(("Ann", "Novels are great."), ("Ben", "The weather is fine."), user="asks", when=datetime(2024, 2, 1, tzinfo=UTC))
+    hits = {h.memory.memory: h.details for h in search("novels", "asks")}
+    question, statement = hits["Do you like novels?"], hits["Novels are great."]
+    answer, after = hits["Yes, mostly old ones."], hits["The weather is fine."]
+    alpha = recall.CONTEXT_WEIGHT
+    assert answer["context"] == pytest.approx((answer["relevance"] + alpha * question["relevance"]) / (1 + alpha),
+                                              abs=1e-5)
+    assert after["context"] == pytest.approx(
+        (after["relevance"] + alpha * recall.UNASKED_SHARE * statement["relevance"]) / (1 + alpha), abs=1e-5)
+
+
+def test_a_neighbour_added_for_context_borrows_from_its_own_neighbours_too(db, conn):
+    """The candidates statement returns, for a neighbour it adds, that neighbour's own neighbours as well."""
+    from chalicelib.memory import store
+
+    add, _ = db
+    added = add(("Ann", "First."), ("Ben", "Second."), ("Ann", "Third."), user="ctx2")
+    first, second, third = (conn.execute("SELECT seq FROM memories WHERE id = %s", (c.id,)).fetchone()[0]
+                            for c in added.changes)
+    predicate, params = store.scope_predicate(MemoryScope(user_id="ctx2"))
+    rows = {r.seq: r for r in store.candidates(conn, TENANT, [first], vector=None, neighbours=predicate,
+                                                 params=params)}
+    assert set(rows) == {first, second}  # the candidate and its neighbour, not the neighbour's neighbour
+    assert (rows[first].previous, rows[first].following) == (None, second)
+    assert (rows[second].previous, rows[second].following) == (first, third)
+
+
+def test_a_turn_of_the_session_about_the_question_outranks_an_equal_turn_of_another(db):
+    add, search = db
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    add(("Ann", "The dance studio opens on Friday."), ("Ben", "Tomorrow will be a great night."), *FILLER[:2],
+        user="sess", when=when)
+    add(*FILLER[2:], ("Ben", "Tomorrow will be a great night indeed."), user="sess", when=when + timedelta(days=30))
+    hits = search("When does the dance studio open?", "sess", signals=recall.Signals(context=False))
+    nights = [h for h in hits if h.memory.memory.startswith("Tomorrow")]
+    assert [h.memory.memory for h in nights] == ["Tomorrow will be a great night.",
+                                               "Tomorrow will be a great night indeed."]
+    assert nights[0].details["session"] == hits[0].details["relevance"]  # the opening's session: its best turn
+    assert nights[0].details["session"] > nights[1].details["session"]
+    off = search("When does the dance studio open?", "sess", signals=recall.Signals(context=False, sessions=False))
+    assert all(h.details["session"] is None for h in off)
+
+
 def test_a_named_speaker_prefers_what_that_speaker_said(db):
     add, search = db
     add(("Maria", "I volunteer at the animal shelter on Saturdays."),
@@ -75,7 +122,22 @@ def test_a_named_speaker_prefers_what_that_speaker_said(db):
                  signals=recall.Signals(speakers=False))
     assert all(h.details["speaker"] is None for h in off)
     # The boost is relative (divided by its maximum): the other speaker's memory scores lower than without it.
-    assert hits[1].memory.memory == off[1].memory.memory and hits[1].score < off[1].score
+    shelter = "I volunteer at the animal shelter on Saturdays."
+    assert next(h.score for h in hits if h.memory.memory == shelter) < next(h.score for h in off
+                                                                             if h.memory.memory == shelter)
+
+
+def test_a_named_speaker_counts_as_the_speaker_not_as_words_of_the_query(db):
+    add, search = db
+    add(("Omar", "I volunteer at the food bank on Saturdays."), ("Ann", "Omar, that is so kind of you, Omar!"),
+        user="names")
+    hits = search("What does Omar do on Saturdays?", "names", top_k=2)
+    assert _texts(hits)[0] == "I volunteer at the food bank on Saturdays."
+    assert [h.details["speaker"] for h in hits] == [1.0, 0.0]
+    # The whole name or its first word, possessive too; a query of nothing but a name stays as it is.
+    assert recall._without_names("What is omar haddad's job, Omar?", {"Omar Haddad"}) == "What is job, ?"
+    assert recall._without_names("Omar?", {"Omar"}) == "Omar?"
+    assert recall._named_speakers("Did Omari call?", ["Omar", None, " "]) == set()
 
 
 def test_a_named_date_prefers_memories_from_then(db):
@@ -106,6 +168,25 @@ def test_decay_counts_from_last_use_not_from_when_the_fact_held(db, settings):
     [stale] = search("where did she grow up", "decay", top_k=1, now=later)
     assert stale.details["decay"] == pytest.approx(settings.memory_decay_floor)
     assert stale.score < fresh.score
+
+
+def test_freshness_breaks_near_ties_and_never_buries_the_best_match(db, conn):
+    add, search = db
+    add(("Ann", "My sister lives in Lisbon near the old harbour."), user="fresh", when=datetime(2019, 1, 5, tzinfo=UTC))
+    add(("Ann", "Lisbon trams are yellow."), user="fresh", when=datetime(2025, 5, 31, tzinfo=UTC))
+    # Written live: each memory created at its conversation's time; queried the day after the second one.
+    conn.execute("UPDATE memories SET created_at = valid_from WHERE tenant_id = %s AND user_id = 'fresh'", (TENANT,))
+    later = datetime(2025, 6, 1, tzinfo=UTC)
+    hits = search("where does my sister live near the harbour in Lisbon", "fresh", now=later)
+    assert _texts(hits)[0] == "My sister lives in Lisbon near the old harbour."  # older, and the best match
+    old, new = hits[0].details, hits[1].details
+    assert old["recency"] < new["recency"]
+    # A score is the match scaled by freshness and importance: a memory that matches nothing gains nothing.
+    balanced = recall.STRATEGIES["balanced"]
+    assert recall._base(0.0, 1.0, 1.0, balanced) == 0.0
+    assert recall._base(0.5, 0.0, 0.5, balanced) / recall._base(0.5, 1.0, 0.5, balanced) == pytest.approx(0.85 / 0.95)
+    # Without a vector or text weight there is no match to scale: freshness and importance alone rank.
+    assert recall._base(0.0, 1.0, 0.5, recall.Strategy(0.0, 0.0, 1.0, 1.0)) == pytest.approx(0.75)
 
 
 def test_search_counts_an_access_of_each_result(db, conn):
