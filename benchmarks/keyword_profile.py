@@ -1,12 +1,13 @@
-"""Where the keyword leg's time goes: the BM25 top-k function (migrations/0011_search_at_scale.sql) step by step,
-on a ``search.py`` database, for its 2- and 12-word queries.
+"""Where the keyword leg's time goes: the BM25 top-k function (migrations 0011, 0018, 0023) step by step, on a
+``search.py`` database, for its 2- and 12-word queries.
 
-The function (its newest definition among the migrations) is copied into the session's temporary schema with a notice after each step (θ₀ from the heads of the
-lists, the MaxScore read, the completion from the skipped lists, the exact scores), so the database is not
-changed; each step's milliseconds and counts (lists, lists skipped and their postings, postings read, chunks
-bounded, chunks within reach of θ, chunks scored exactly) are printed per query, then medians. The embedded build
-has no ``auto_explain``, hence the notices; ``--explain`` also prints EXPLAIN (ANALYZE, BUFFERS) of the read step's
-statement for the first query.
+The function (its newest definition among the migrations) is copied into the session's temporary schema with a
+notice after each step (θ₀ from the rarest lists and the heads of the others; the MaxScore read of the lists not
+skipped; the completion of the chunks in reach from the skipped ones; the exact scores), so the database is not
+changed; each step's milliseconds and counts (lists, lists skipped and their postings, lists completed and their
+postings, chunks in reach after the read and after completing, chunks scored exactly) are printed per query, then
+medians. The embedded build has no ``auto_explain``, hence the notices; ``--explain`` also prints EXPLAIN (ANALYZE,
+BUFFERS) of a statement reading every list whole for the first query.
 
     cd benchmarks && python keyword_profile.py --size 100000 --queries 20
 """
@@ -32,9 +33,10 @@ from chalicelib.search.keyword import query_terms
 STEPS = {
     "    -- a. θ₀ from the": "start",
     "    -- b. Skip what cannot reach θ₀": "seeded",
-    "    -- c. Complete the chunks in reach": "read",
+    "    -- c. Read the other lists whole": "skipped",
+    "    -- Complete the chunks in reach of θ": "read",
     "    -- d. Exact scores, best upper bound first": "completed",
-    "    -- Fewer than k rows while chunks only": "scored",
+    "    -- Fewer than k rows while chunks were never": "scored",
 }
 # The counters each notice reports (variables of the function).
 COUNTERS = ("n_lists, (SELECT count(*) FROM unnest(l_skip) AS x WHERE x), skipped_df, n_cand, n_live, "
