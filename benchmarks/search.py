@@ -25,9 +25,9 @@ of its rows away from); ``attr 1%`` = the big store with the filter ``shard == 7
 Legs, each asked for ``DEPTH`` = 100 rows (what ``search.service`` asks each leg for when a client wants ≤ 50):
 
 * ``vector``   — ``search.vector.vector_search`` (exact scan or HNSW, as the product chooses);
-* ``kw 2w`` / ``kw 12w`` — ``search.keyword.keyword_search`` for 2- and 12-word queries (distinct lexemes, drawn
-  by frequency from one source document: ``textgen.keyword_queries``); ``kw 2w@10`` / ``kw 12w@10``: the same
-  asked for 10 rows (a keyword-only search of 10 results; the ratio is still to the vector leg at depth 100);
+* ``kw 2w`` / ``kw 12w`` — ``search.keyword.keyword_search`` for 2- and 12-word queries, every row exact
+  (distinct lexemes, drawn by frequency from one source document: ``textgen.keyword_queries``); ``kw 2w@10`` /
+  ``kw 12w@10``: the same asked for 10 rows (the ratio is still to the vector leg at depth 100);
 * ``hybrid 2w`` / ``hybrid 12w`` — ``search.ranking.rank`` (both legs + reciprocal-rank fusion + the other leg's
   evidence for the first ``K`` candidates, i.e. their relevance, as ``search.service.search`` asks for ``K`` results)
   with an embedder stub that returns the query's precomputed vector (so no model time is measured).
@@ -37,13 +37,21 @@ all legs alike); p50/p95 per round; the table shows the median over rounds of p5
 p95(leg) / p95(vector leg of the same case and round). ``recall@10``: vector leg — share of the exact cosine top 10
 (numpy) among the first 10 returned (tie-tolerant); keyword legs — share of queries whose top 10 equals the
 exhaustive scorer's (``EXHAUSTIVE_MAX_ROWS`` monkeypatched huge vs 0, the first ``--check-queries`` queries, also
-NFCorpus' real query texts). ``k`` — share of queries that returned min(DEPTH, matching rows) (vector: the scope's
+NFCorpus' real query texts; the leg as hybrid search asks for it: its exact head). ``k`` — share of queries that returned min(DEPTH, matching rows) (vector: the scope's
 rows; keyword: what the exhaustive scorer returns).
+
+Query length (issue 23): ``--lengths 1,2,4,8,12,16`` adds a curve over the big store — the keyword leg as hybrid
+search asks for it (``DEPTH`` rows, ``ranking.keyword_exact_head(K, fused=True)`` of them exact) and hybrid search,
+p50 / p95 per length, one column per search implementation (``length_curve.py``; a second vector backend adds a
+column); ``--baseline 0022`` adds the keyword top-k of that migration with every keyword row exact, timed
+interleaved with today's (before / after in one run, with the share of queries whose top 10 is unchanged). With
+``--check-queries``, the curve's queries are checked against the exhaustive scorer too (on ``all``).
 
 1M: ~1.5 GB of vectors in RAM while loading, ~65 postings per chunk, a long load and HNSW build: run it in the
 background (``nohup … > log &``). Sizes on disk (table, TOAST, each index, postings) are printed per size.
 
     ./dev python benchmarks/search.py --sizes 10000,100000
+    ./dev python benchmarks/search.py --sizes 100000 --cases all --legs vector --lengths 1,2,4,8,12,16 --baseline 0022
     cd benchmarks && nohup python search.py --sizes 1000000 > /tmp/search-1m.log 2>&1 &
     cd benchmarks && python search.py --sizes 100000 --index-compare   # vector vs halfvec HNSW
 """
@@ -64,6 +72,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+import length_curve
 from common import bench_settings, percentile
 from textgen import Source, chunk_texts, keyword_queries, load_source
 
@@ -71,7 +80,7 @@ from chalicelib.search import keyword as keyword_leg
 from chalicelib.search.corpus import CHUNKS, Scope, store_scope
 from chalicelib.search.filters import CompiledFilter, compile_filter
 from chalicelib.search.keyword import keyword_search
-from chalicelib.search.ranking import Weights, rank
+from chalicelib.search.ranking import Weights, keyword_exact_head, rank
 from chalicelib.search.service import MIN_CANDIDATES, search_scope
 from chalicelib.search.vector import VectorScope, vector_search
 from chalicelib.store import attachments
@@ -101,6 +110,8 @@ CASES = ("all", "store 1%", "attr 1%")
 # recall@10 ≥ 0.95 and min(k, matching) rows always, top-k = exhaustive top 10 on ≥ 99 % of queries.
 HYBRID_TARGETS_MS = {100_000: (25.0, 50.0), 1_000_000: (60.0, 150.0)}
 KEYWORD_RATIO, VECTOR_P95_MS, RECALL, IDENTICAL = 2.0, 20.0, 0.95, 0.99
+# Issue 23's target for long queries: hybrid p50 at 12 words (the length curve, first column).
+LONG_QUERY_WORDS, LONG_QUERY_P50_MS = 12, {100_000: 40.0}
 
 
 def log(message: str) -> None:
@@ -404,6 +415,7 @@ def rls_connection(url: str, settings: Any) -> psycopg.Connection:
 class Queries:
     vectors: np.ndarray
     texts: dict[str, list[str]]  # "2w" / "12w" / "nfq" → query texts (same length as vectors, nfq may be shorter)
+    lexemes: Callable[[list[str]], dict[str, str]]  # words → their lexemes (for textgen.keyword_queries)
 
 
 def make_queries(conn: psycopg.Connection, source: Source, seed: int, vectors: np.ndarray) -> Queries:
@@ -417,7 +429,7 @@ def make_queries(conn: psycopg.Connection, source: Source, seed: int, vectors: n
     if source.real_queries:
         order = np.random.default_rng([seed, 5]).permutation(len(source.real_queries))
         texts["nfq"] = [source.real_queries[i] for i in order[:n]]
-    return Queries(vectors, texts)
+    return Queries(vectors, texts, lexemes)
 
 
 def run_leg(conn: psycopg.Connection, leg: str, case: Case, q: Queries, i: int, settings: Any, caps: Any,
@@ -474,19 +486,43 @@ def measure(conn: psycopg.Connection, cases: list[Case], q: Queries, settings: A
         log(f"    round {r + 1}/{rounds}: {time.perf_counter() - started:.1f}s")
 
 
-def check_top_k(conn: psycopg.Connection, cases: list[Case], q: Queries, count: int) -> None:
-    """Top-k over postings vs the exhaustive scorer on the first ``count`` queries of each text set: identical
-    top 10 (of DEPTH), and whether top-k returned as many rows as the exhaustive scorer (min(DEPTH, matching))."""
+def run_curve(conn: psycopg.Connection, layout: Layout, args: argparse.Namespace, settings: Any, indexed: int,
+              q: Queries, texts: dict[int, list[str]]) -> dict[str, Any]:
+    """The length curve (``length_curve.py``) over the big store: Postgres' column, and with ``--baseline`` the
+    keyword top-k of that migration with every keyword row exact; printed, and returned as its summary."""
+    scope = store_scope(TENANT, [layout.big.id], layout.big.chunk_count)
+    embedder = StubEmbedder()
+    columns = [length_curve.pgvector_column("pgvector", conn, scope, settings=settings, indexed=indexed,
+                                            embedder=embedder, depth=DEPTH, k=K)]
+    if args.baseline:
+        columns.append(length_curve.pgvector_column(
+            f"pgvector {args.baseline}", conn, scope, settings=settings, indexed=indexed, embedder=embedder,
+            depth=DEPTH, k=K, corpus=length_curve.baseline_corpus(conn, args.baseline), every_row_exact=True))
+    log(f"  length curve: {len(q.vectors) - WARMUP} queries × {args.rounds} rounds, lengths {list(texts)}, columns "
+        f"{[c.name for c in columns]} (depth {DEPTH}, {K} results, keyword exact head "
+        f"{keyword_exact_head(K, fused=True)})")
+    curve = length_curve.measure(columns, texts, q.vectors, args.rounds, WARMUP, K, log)
+    summary = length_curve.summarise(curve)
+    length_curve.print_table(summary, log)
+    return summary
+
+
+def check_top_k(conn: psycopg.Connection, cases: list[Case], texts_by_set: dict[str, list[str]], count: int) -> None:
+    """Top-k over postings, as hybrid search asks for it (DEPTH rows, the exact head
+    ``ranking.keyword_exact_head(K, fused=True)``), vs the exhaustive scorer on the first ``count`` queries of each
+    text set: identical top 10, and whether top-k returned as many rows as the exhaustive scorer
+    (min(DEPTH, matching))."""
     saved = keyword_leg.EXHAUSTIVE_MAX_ROWS
+    head = keyword_exact_head(K, fused=True)
     try:
         for case in cases:
-            for words, texts in q.texts.items():
+            for words, texts in texts_by_set.items():
                 same, full, matching = [], [], []
                 for text in texts[:count]:
                     keyword_leg.EXHAUSTIVE_MAX_ROWS = 10 ** 12
                     exhaustive = keyword_search(conn, CHUNKS, case.scope, text, DEPTH, where=case.where)
                     keyword_leg.EXHAUSTIVE_MAX_ROWS = 0
-                    top_k = keyword_search(conn, CHUNKS, case.scope, text, DEPTH, where=case.where)
+                    top_k = keyword_search(conn, CHUNKS, case.scope, text, DEPTH, where=case.where, exact=head)
                     same.append([i for i, _ in top_k[:K]] == [i for i, _ in exhaustive[:K]])
                     full.append(len(top_k) == len(exhaustive))
                     matching.append(len(exhaustive))
@@ -599,12 +635,17 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
         log(f"  measuring {len(q.vectors) - WARMUP} queries × {args.rounds} rounds, cases {[c.name for c in cases]}, "
             f"legs {legs} (depth {DEPTH}; ef_search {settings.hnsw_ef_search}, exact_scan_max_rows "
             f"{settings.exact_scan_max_rows}, EXHAUSTIVE_MAX_ROWS {keyword_leg.EXHAUSTIVE_MAX_ROWS})")
+        curve_texts = {n: keyword_queries(source, args.seed, n, len(q.vectors), q.lexemes) for n in args.lengths}
         if args.check_queries:
             started = time.perf_counter()
-            check_top_k(conn, cases, q, args.check_queries)
+            check_top_k(conn, cases, q.texts, args.check_queries)
+            check_top_k(conn, [c for c in cases if c.name == "all"], {f"{n}w": t for n, t in curve_texts.items()},
+                        args.check_queries)
             log(f"  top-k vs exhaustive checked on {args.check_queries} queries per set in "
                 f"{time.perf_counter() - started:.0f}s")
         measure(conn, cases, q, settings, caps, int(indexed), row_of, vectors, args.rounds, legs)
+        if curve_texts:
+            result["length_curve"] = run_curve(conn, layout, args, settings, int(indexed), q, curve_texts)
     finally:
         conn.close()
     summaries = {c.name: summarise(c, legs) for c in cases}
@@ -622,6 +663,11 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
                 f"{w} {100 * np.mean(s):.1f}% (returns k {100 * np.mean(c.full[f'kw {w}']):.0f}%, median matching "
                 f"{int(np.median(c.matching[w])):,})" for w, s in c.identical.items()))
     result["targets"] = verdicts(n, summaries, cases)
+    if "length_curve" in result and n in LONG_QUERY_P50_MS:
+        first = next(iter(result["length_curve"].values()))
+        if str(LONG_QUERY_WORDS) in first:
+            result["targets"][f"all: hybrid {LONG_QUERY_WORDS}w p50 ≤ {LONG_QUERY_P50_MS[n]:g} ms (length curve)"] = \
+                first[str(LONG_QUERY_WORDS)]["hybrid"]["p50_ms"] <= LONG_QUERY_P50_MS[n]
     for name, ok in result["targets"].items():
         log(f"  {'PASS' if ok else 'MISS'}  {name}")
     return result
@@ -644,8 +690,15 @@ def main() -> int:
     parser.add_argument("--index-compare", action="store_true",
                         help="also compare HNSW over vector vs halfvec (size, build time, recall, latency)")
     parser.add_argument("--load-only", action="store_true", help="load (or check) the databases, measure nothing")
+    parser.add_argument("--lengths", default="",
+                        help="query lengths in words for the length curve over the big store, e.g. "
+                             f"{','.join(map(str, length_curve.LENGTHS))} (default: no curve)")
+    parser.add_argument("--baseline", default=None, metavar="VERSION",
+                        help="also time, in the length curve, the keyword top-k of migration VERSION (e.g. 0022) "
+                             "with every keyword row exact, interleaved (a before/after in one run)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
+    args.lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     args.legs = [c.strip() for c in args.legs.split(",") if c.strip()]
     if "vector" not in args.legs:
