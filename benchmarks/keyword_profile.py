@@ -1,4 +1,4 @@
-"""Where the keyword leg's time goes: the BM25 top-k function (migrations 0011, 0018, 0023) step by step, on a
+"""Where the keyword leg's time goes: the BM25 top-k function (migrations 0011, 0018, 0025) step by step, on a
 ``search.py`` database, for its 2- and 12-word queries.
 
 The function (its newest definition among the migrations) is copied into the session's temporary schema with a

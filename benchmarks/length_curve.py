@@ -94,7 +94,7 @@ def _every_row_exact(on: bool) -> Iterator[None]:
 
 
 def baseline_corpus(conn: psycopg.Connection, version: str) -> Corpus:
-    """The chunks corpus with the keyword top-k of migration ``version`` (e.g. ``0022``: the newest definition
+    """The chunks corpus with the keyword top-k of migration ``version`` (e.g. ``0024``: the newest definition
     among the migrations whose name sorts up to ``version``), created as ``pg_temp.`` :data:`BASELINE_FUNCTION`
     on ``conn``.
 

@@ -43,7 +43,7 @@ rows; keyword: what the exhaustive scorer returns).
 Query length (issue 23): ``--lengths 1,2,4,8,12,16`` adds a curve over the big store — the keyword leg as hybrid
 search asks for it (``DEPTH`` rows, ``ranking.keyword_exact_head(K, fused=True)`` of them exact) and hybrid search,
 p50 / p95 per length, one column per search implementation (``length_curve.py``; a second vector backend adds a
-column); ``--baseline 0022`` adds the keyword top-k of that migration with every keyword row exact, timed
+column); ``--baseline 0024`` adds the keyword top-k of that migration with every keyword row exact, timed
 interleaved with today's (before / after in one run, with the share of queries whose top 10 is unchanged). With
 ``--check-queries``, the curve's queries are checked against the exhaustive scorer too (on ``all``).
 
@@ -51,7 +51,7 @@ interleaved with today's (before / after in one run, with the share of queries w
 background (``nohup … > log &``). Sizes on disk (table, TOAST, each index, postings) are printed per size.
 
     ./dev python benchmarks/search.py --sizes 10000,100000
-    ./dev python benchmarks/search.py --sizes 100000 --cases all --legs vector --lengths 1,2,4,8,12,16 --baseline 0022
+    ./dev python benchmarks/search.py --sizes 100000 --cases all --legs vector --lengths 1,2,4,8,12,16 --baseline 0024
     cd benchmarks && nohup python search.py --sizes 1000000 > /tmp/search-1m.log 2>&1 &
     cd benchmarks && python search.py --sizes 100000 --index-compare   # vector vs halfvec HNSW
 """
@@ -694,7 +694,7 @@ def main() -> int:
                         help="query lengths in words for the length curve over the big store, e.g. "
                              f"{','.join(map(str, length_curve.LENGTHS))} (default: no curve)")
     parser.add_argument("--baseline", default=None, metavar="VERSION",
-                        help="also time, in the length curve, the keyword top-k of migration VERSION (e.g. 0022) "
+                        help="also time, in the length curve, the keyword top-k of migration VERSION (e.g. 0024) "
                              "with every keyword row exact, interleaved (a before/after in one run)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()

@@ -240,7 +240,7 @@ BEGIN
         t_ids := coalesce(c_ids, '{}') || t_ids;
     END IF;
     pos := 1;
-    slice := greatest(k - e, 16);
+    slice := greatest(k - coalesce(array_length(top_ids, 1), 0), 16);  -- (the rows missing, then twice as many)
     WHILE pos <= coalesce(array_length(t_ids, 1), 0) AND coalesce(array_length(top_ids, 1), 0) < k LOOP
         last := pos + slice - 1;
         SELECT array_agg(DISTINCT x.id) INTO batch_ids FROM unnest(t_ids[pos:last]) AS x(id)
