@@ -1,12 +1,13 @@
-"""Where the keyword leg's time goes: the BM25 top-k function (migrations/0011_search_at_scale.sql) step by step,
-on a ``search.py`` database, for its 2- and 12-word queries.
+"""Where the keyword leg's time goes: the BM25 top-k function (migrations 0011, 0018, 0025) step by step, on a
+``search.py`` database, for its 2- and 12-word queries.
 
-The function (its newest definition among the migrations) is copied into the session's temporary schema with a notice after each step (θ₀ from the heads of the
-lists, the MaxScore read, the completion from the skipped lists, the exact scores), so the database is not
-changed; each step's milliseconds and counts (lists, lists skipped and their postings, postings read, chunks
-bounded, chunks within reach of θ, chunks scored exactly) are printed per query, then medians. The embedded build
-has no ``auto_explain``, hence the notices; ``--explain`` also prints EXPLAIN (ANALYZE, BUFFERS) of the read step's
-statement for the first query.
+The function (its newest definition among the migrations) is copied into the session's temporary schema with a
+notice after each step (θ₀ from the rarest lists and the heads of the others; the MaxScore read of the lists not
+skipped; the completion of the chunks in reach from the skipped ones; the exact scores), so the database is not
+changed; each step's milliseconds and counts (lists, lists skipped and their postings, lists completed and their
+postings, chunks in reach after the read and after completing, chunks scored exactly) are printed per query, then
+medians. The embedded build has no ``auto_explain``, hence the notices; ``--explain`` also prints EXPLAIN (ANALYZE,
+BUFFERS) of a statement reading every list whole for the first query.
 
     cd benchmarks && python keyword_profile.py --size 100000 --queries 20
 """
@@ -32,10 +33,14 @@ from chalicelib.search.keyword import query_terms
 STEPS = {
     "    -- a. θ₀ from the": "start",
     "    -- b. Skip what cannot reach θ₀": "seeded",
-    "    -- c. Many chunks within reach of θ": "read",
-    "    -- Exact scores, best upper bound first": "completed",
-    "    -- Fewer than k rows while chunks only": "scored",
+    "    -- c. Read the other lists whole": "skipped",
+    "    -- Complete the chunks in reach of θ": "read",
+    "    -- d. Exact scores, best upper bound first": "completed",
+    "    -- Fewer than k rows while chunks were never": "scored",
 }
+# The counters each notice reports (variables of the function).
+COUNTERS = ("n_lists, (SELECT count(*) FROM unnest(l_skip) AS x WHERE x), skipped_df, n_cand, n_live, "
+            "coalesce(array_length(scored, 1), 0), theta, completed, completed_df")
 
 
 def instrumented() -> str:
@@ -52,19 +57,18 @@ def instrumented() -> str:
     for marker, step in STEPS.items():
         if marker not in text:
             raise SystemExit(f"keyword_profile: step marker {marker.strip()!r} not found in the function")
-        notice = (f"    RAISE NOTICE 'step {step} % lists % skipped % skipped_df % cand % live % scored % theta %', "
-                  "extract(epoch FROM clock_timestamp()), n_lists, (SELECT count(*) FROM unnest(l_skip) AS x WHERE x), skipped_df, "
-                  "n_cand, n_live, coalesce(array_length(scored, 1), 0), theta;\n")
-        text = text.replace(marker, notice + marker, 1)
+        text = text.replace(marker, _notice(step) + marker, 1)
     end = "    RETURN QUERY SELECT unnest(top_ids), unnest(top_scores);"
-    text = text.replace(end, ("    RAISE NOTICE 'step end % lists % skipped % skipped_df % cand % live % scored % theta %', "
-                              "extract(epoch FROM clock_timestamp()), n_lists, (SELECT count(*) FROM unnest(l_skip) AS x WHERE x), "
-                              "skipped_df, n_cand, n_live, coalesce(array_length(scored, 1), 0), theta;\n") + end)
-    return text
+    return text.replace(end, _notice("end") + end)
+
+
+def _notice(step: str) -> str:
+    return (f"    RAISE NOTICE 'step {step} % lists % skipped % skipped_df % cand % live % scored % theta % "
+            f"completed % completed_df %', extract(epoch FROM clock_timestamp()), {COUNTERS};\n")
 
 
 _NOTICE = re.compile(r"step (\w+) (\S+) lists (\S+) skipped (\S+) skipped_df (\S+) cand (\S+) live (\S+) "
-                     r"scored (\S+) theta (\S+)")
+                     r"scored (\S+) theta (\S+) completed (\S+) completed_df (\S+)")
 
 
 def main() -> int:
@@ -103,7 +107,9 @@ def main() -> int:
             total = 1000 * (time.perf_counter() - started)
             marks = [_NOTICE.match(n).groups() for n in notices if _NOTICE.match(n)]
             clock = {m[0]: float(m[1]) for m in marks}
-            last = dict(zip(("lists", "skipped", "skipped_df", "cand", "live", "scored"), marks[-1][2:8]))
+            last = dict(zip(("lists", "skipped", "skipped_df", "cand", "live", "scored", "theta", "completed",
+                             "completed_df"), marks[-1][2:]))
+            last.pop("theta")
 
             row = {"total": total, "seed": 1000 * (clock["seeded"] - clock["start"]),
                    "read": 1000 * (clock["read"] - clock["seeded"]),
@@ -113,8 +119,9 @@ def main() -> int:
             rows.append(row)
             print(f"  {words:3s} {total:7.1f} ms: θ₀ {row['seed']:6.1f}, read {row['read']:6.1f}, complete "
                   f"{row['complete']:6.1f}, exact {row['score']:6.1f} ms | lists {row['lists']:.0f} (skipped "
-                  f"{row['skipped']:.0f}: {row['skipped_df']:,.0f} postings), chunks bounded {row['cand']:,.0f}, "
-                  f"in reach {row['live']:,.0f}, scored {row['scored']:,.0f} — {text[:60]}")
+                  f"{row['skipped']:.0f}: {row['skipped_df']:,.0f} postings; completed from {row['completed']:.0f}: "
+                  f"{row['completed_df']:,.0f}), in reach after the read {row['cand']:,.0f}, after completing "
+                  f"{row['live']:,.0f}, scored {row['scored']:,.0f} — {text[:50]}")
         if rows:
             print(f"  {words} medians: " + ", ".join(
                 f"{k} {statistics.median(r[k] for r in rows):,.1f}" for k in rows[0]))

@@ -14,6 +14,11 @@ filtering the unthresholded results. One JSON line ends the output.
 ``--backend qdrant`` keeps the store's vectors and keyword index in Qdrant (``ENGRAM_QDRANT_URL``, else the embedded
 engine under the data folder; its own store, the same embedding cache), so the two backends' figures compare.
 
+``--keyword-exact-head N`` keeps only the first N rows of hybrid search's keyword leg exact whatever the number
+of results asked for (a stress test of ``search.ranking.KEYWORD_EXACT_HEAD``: for the 300 results asked for here,
+the head is every row, so the plain run ranks as with an exhaustive keyword leg; with ``N`` = 20, the keyword leg's
+rows past 20 of its 600 are the top-k's best guesses, as for a client asking for up to 20 results).
+
 ``--fit`` instead fits the relevance calibration (``chalicelib/search/relevance.py``) for the configured embedder on
 1,000 nonsense queries of another seed (``FIT_SEED``) and prints the constants; no real query is used.
 
@@ -51,6 +56,7 @@ from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.engine import embed_with_cache
 from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.qdrant import collection_name
+from chalicelib.search import ranking as ranking_module
 from chalicelib.search import relevance
 from chalicelib.search.corpus import CHUNKS, store_scope
 from chalicelib.search.ranking import rank
@@ -267,8 +273,14 @@ def main() -> int:
     parser.add_argument("--fit", action="store_true", help="fit the relevance calibration and print it")
     parser.add_argument("--max-docs", type=int, default=None, help="only the first N documents (smoke runs)")
     parser.add_argument("--max-queries", type=int, default=None)
+    parser.add_argument("--keyword-exact-head", type=int, default=None, metavar="N",
+                        help="hybrid search's keyword leg: only the first N rows exact, whatever the limit")
     parser.add_argument("--nonsense", type=int, default=NONSENSE_QUERIES, help="nonsense queries in the report")
     args = parser.parse_args()
+    if args.keyword_exact_head is not None:
+        head = args.keyword_exact_head
+        ranking_module.keyword_exact_head = (  # type: ignore[assignment]
+            lambda limit, *, fused: limit if limit is None or not fused else head)
     bench = prepare(args)
     if args.fit:
         print(json.dumps(fit(bench)))
@@ -288,6 +300,7 @@ def main() -> int:
                  f"{results[m]['by_threshold'][str(t)]['ndcg_retention']:.1%}" for m in MODES]
         print(f"{t:9.1f}  " + "  ".join(f"{c:>20s}" for c in cells))
     print(json.dumps({"benchmark": "retrieval", "dataset": args.folder.name, "backend": args.backend,
+                      "keyword_exact_head": args.keyword_exact_head,
                       "docs": len(bench.corpus),
                       "queries": len(bench.queries), "nonsense_queries": len(junk), "nonsense_seed": TEST_SEED,
                       "chunks": bench.store.chunk_count, "model": bench.embedder.model, **results}))

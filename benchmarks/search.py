@@ -26,8 +26,8 @@ Legs, each asked for ``DEPTH`` = 100 rows (what ``search.service`` asks each leg
 
 * ``vector``   — the backend's ``vector_leg`` (pgvector: ``search.vector.vector_search``, exact scan or HNSW, as
   the product chooses; Qdrant: a filtered dense query);
-* ``kw 2w`` / ``kw 12w`` — the backend's ``keyword_leg`` (pgvector: ``search.keyword.keyword_search``; Qdrant: a
-  filtered sparse query) for 2- and 12-word queries (distinct lexemes, drawn
+* ``kw 2w`` / ``kw 12w`` — the backend's ``keyword_leg`` (pgvector: ``search.keyword.keyword_search``, every row
+  exact; Qdrant: a filtered sparse query) for 2- and 12-word queries (distinct lexemes, drawn
   by frequency from one source document: ``textgen.keyword_queries``); ``kw 2w@10`` / ``kw 12w@10``: the same
   asked for 10 rows (a keyword-only search of 10 results; the ratio is still to the vector leg at depth 100);
 * ``hybrid 2w`` / ``hybrid 12w`` — ``search.ranking.rank`` with the backend (both legs + reciprocal-rank fusion + the other leg's
@@ -39,7 +39,7 @@ all legs alike); p50/p95 per round; the table shows the median over rounds of p5
 p95(leg) / p95(vector leg of the same case and round). ``recall@10``: vector leg — share of the exact cosine top 10
 (numpy) among the first 10 returned (tie-tolerant); keyword legs — share of queries whose top 10 equals the
 exhaustive scorer's (``EXHAUSTIVE_MAX_ROWS`` monkeypatched huge vs 0; on Qdrant as a set, below; the first ``--check-queries`` queries, also
-NFCorpus' real query texts). ``k`` — share of queries that returned min(DEPTH, matching rows) (vector: the scope's
+NFCorpus' real query texts; the leg as hybrid search asks for it: its exact head). ``k`` — share of queries that returned min(DEPTH, matching rows) (vector: the scope's
 rows; keyword: what the exhaustive scorer returns).
 
 Backends (``--backend``, default ``pgvector``; ``pgvector,qdrant`` measures both in the same run): each backend
@@ -66,12 +66,21 @@ exactly by the ranking) with the same exhaustive scorer: the top 10 in order, as
 row's exact BM25 within ``TIE_TOLERANCE`` = 0.1 % of the exhaustive 10th's: at 100k every set difference was an
 exact tie broken otherwise or a gap ≤ 1.2e-4). Its verdict and ``recall@10`` column use the tie-tolerant one.
 
+Query length (issue 23): ``--lengths 1,2,4,8,12,16`` adds a curve over the big store — the keyword leg as hybrid
+search asks for it (``DEPTH`` rows, ``ranking.keyword_exact_head(K, fused=True)`` of them exact) and hybrid search,
+p50 / p95 per length, one column per search implementation (``length_curve.py``; over the ``pgvector`` backend's
+data, and each other backend's copy as a column of its own); ``--baseline 0024`` adds the keyword top-k of that
+migration with every keyword row exact, timed interleaved with today's (before / after in one run, with the share of
+queries whose top 10 is unchanged). With ``--check-queries``, the curve's queries are checked against the exhaustive
+scorer too (on ``all``).
+
 1M: ~1.5 GB of vectors in RAM while loading, ~65 postings per chunk, a long load and HNSW build: run it in the
 background (``nohup … > log &``). Sizes on disk (table, TOAST, each index, postings; Qdrant's shard folder when
 embedded) are printed per size.
 
     ./dev python benchmarks/search.py --sizes 10000,100000
     ./dev python benchmarks/search.py --sizes 100000 --backend pgvector,qdrant
+    ./dev python benchmarks/search.py --sizes 100000 --cases all --legs vector --lengths 1,2,4,8,12,16 --baseline 0024
     cd benchmarks && nohup python search.py --sizes 1000000 > /tmp/search-1m.log 2>&1 &
     cd benchmarks && python search.py --sizes 100000 --index-compare   # vector vs halfvec HNSW
 """
@@ -93,6 +102,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+import length_curve
 from common import bench_settings, percentile
 from textgen import Source, chunk_texts, keyword_queries, load_source
 
@@ -105,7 +115,7 @@ from chalicelib.search.backends import qdrant_sync
 from chalicelib.search.corpus import CHUNKS, Scope, store_scope
 from chalicelib.search.filters import CompiledFilter, compile_filter
 from chalicelib.search.keyword import keyword_search
-from chalicelib.search.ranking import Weights, rank
+from chalicelib.search.ranking import Weights, keyword_exact_head, rank
 from chalicelib.search.service import MIN_CANDIDATES, search_scope
 from chalicelib.search.vector import VectorScope
 from chalicelib.store import attachments, embedding_cache
@@ -139,6 +149,8 @@ KEYWORD_RATIO, VECTOR_P95_MS, RECALL, IDENTICAL = 2.0, 20.0, 0.95, 0.99
 # Qdrant's keyword check: a row of its top 10 counts when its exact BM25 is within this share of the exhaustive
 # 10th's (ties broken otherwise, and the points' term weights use the average length at their sync).
 TIE_TOLERANCE = 1e-3
+# Issue 23's target for long queries: hybrid p50 at 12 words (the length curve, first column).
+LONG_QUERY_WORDS, LONG_QUERY_P50_MS = 12, {100_000: 40.0}
 
 
 def log(message: str) -> None:
@@ -584,6 +596,7 @@ def rls_connection(url: str, settings: Any) -> psycopg.Connection:
 class Queries:
     vectors: np.ndarray
     texts: dict[str, list[str]]  # "2w" / "12w" / "nfq" → query texts (same length as vectors, nfq may be shorter)
+    lexemes: Callable[[list[str]], dict[str, str]]  # words → their lexemes (for textgen.keyword_queries)
 
 
 def make_queries(conn: psycopg.Connection, source: Source, seed: int, vectors: np.ndarray) -> Queries:
@@ -597,7 +610,7 @@ def make_queries(conn: psycopg.Connection, source: Source, seed: int, vectors: n
     if source.real_queries:
         order = np.random.default_rng([seed, 5]).permutation(len(source.real_queries))
         texts["nfq"] = [source.real_queries[i] for i in order[:n]]
-    return Queries(vectors, texts)
+    return Queries(vectors, texts, lexemes)
 
 
 def run_leg(side: Side, leg: str, case: Case, q: Queries, i: int, embedder: StubEmbedder) -> list[int]:
@@ -661,17 +674,59 @@ def measure(sides: list[Side], q: Queries, vectors: np.ndarray, rounds: int, leg
         log(f"    round {r + 1}/{rounds}: {time.perf_counter() - started:.1f}s")
 
 
-def check_top_k(sides: list[Side], q: Queries, count: int) -> None:
+def run_curve(side: Side, others: Sequence[Side], args: argparse.Namespace, q: Queries,
+              texts: dict[int, list[str]]) -> dict[str, Any]:
+    """The length curve (``length_curve.py``) over the big store of the pgvector ``side``: Postgres' column, with
+    ``--baseline`` the keyword top-k of that migration with every keyword row exact, and a column per other backend
+    (``others``, over their own copy); printed, and returned as its summary."""
+    assert side.conn is not None and side.row_of is not None
+    conn, layout, settings, indexed = side.conn, side.layout, side.settings, side.index.indexed_rows
+    pg_id = np.full(int(side.row_of.max()) + 1, -1, dtype=np.int64)
+    pg_id[side.row_of[side.row_of >= 0]] = np.nonzero(side.row_of >= 0)[0]
+    scope = store_scope(TENANT, [layout.big.id], layout.big.chunk_count)
+    embedder = StubEmbedder()
+    columns = [length_curve.pgvector_column("pgvector", conn, scope, settings=settings, indexed=indexed,
+                                            embedder=embedder, depth=DEPTH, k=K)]
+    if args.baseline:
+        columns.append(length_curve.pgvector_column(
+            f"pgvector {args.baseline}", conn, scope, settings=settings, indexed=indexed, embedder=embedder,
+            depth=DEPTH, k=K, corpus=length_curve.baseline_corpus(conn, args.baseline), every_row_exact=True))
+    for other in others:
+        assert other.conn is not None and other.row_of is not None
+        rows = other.row_of
+
+        def same_row(ids: list[int], rows: np.ndarray = rows) -> list[int]:
+            return [int(pg_id[rows[i]]) for i in ids]
+
+        columns.append(length_curve.backend_column(
+            other.name, other.conn, store_scope(TENANT, [other.layout.big.id], other.layout.big.chunk_count),
+            other.adapter, settings=other.settings, indexed=layout.big.chunk_count, embedder=embedder, depth=DEPTH,
+            k=K, same_row=same_row))
+    log(f"  length curve: {len(q.vectors) - WARMUP} queries × {args.rounds} rounds, lengths {list(texts)}, columns "
+        f"{[c.name for c in columns]} (depth {DEPTH}, {K} results, keyword exact head "
+        f"{keyword_exact_head(K, fused=True)})")
+    curve = length_curve.measure(columns, texts, q.vectors, args.rounds, WARMUP, K, log)
+    summary = length_curve.summarise(curve)
+    length_curve.print_table(summary, log)
+    return summary
+
+
+def check_top_k(sides: list[Side], texts_by_set: dict[str, list[str]], count: int,
+                cases: Sequence[str] | None = None) -> None:
     """Each backend's keyword leg vs the exhaustive scorer (run once, on the first backend's database, compared by
     row number) on the first ``count`` queries of each text set: the same top 10 (in order; as a set; tie-tolerant:
     every row's exact BM25 within ``TIE_TOLERANCE`` of the exhaustive 10th's), and as many rows as the exhaustive scorer returns (min(DEPTH, matching)). pgvector's leg is its top-k over postings
-    (``EXHAUSTIVE_MAX_ROWS`` 0), Qdrant's its sparse candidates."""
+    (``EXHAUSTIVE_MAX_ROWS`` 0) as hybrid search asks for it (the exact head ``ranking.keyword_exact_head(K,
+    fused=True)``), Qdrant's its sparse candidates. ``cases``: only those named (default: every case)."""
+    head = keyword_exact_head(K, fused=True)
     saved = keyword_leg.EXHAUSTIVE_MAX_ROWS
     ref = sides[0]
     assert ref.row_of is not None
     try:
         for c, ref_case in enumerate(ref.cases):
-            for words, texts in q.texts.items():
+            if cases is not None and ref_case.name not in cases:
+                continue
+            for words, texts in texts_by_set.items():
                 for side in sides:
                     case = side.cases[c]
                     case.identical[words], case.same_set[words], case.full[f"kw {words}"] = [], [], []
@@ -688,7 +743,7 @@ def check_top_k(sides: list[Side], q: Queries, count: int) -> None:
                         assert side.row_of is not None
                         case = side.cases[c]
                         found = side.adapter.keyword_leg(side.conn, CHUNKS, case.scope, text, DEPTH,
-                                                         where=case.where).rows
+                                                         where=case.where, exact_head=head).rows
                         got = [int(r) for r in side.row_of[[i for i, _ in found]]] if found else []
                         case.identical[words].append(got[:K] == want[:K])
                         case.same_set[words].append(set(got[:K]) == set(want[:K]))
@@ -865,13 +920,19 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
             f"cases {[c.name for c in sides[0].cases]}, legs {legs} (depth {DEPTH}; ef_search "
             f"{settings.hnsw_ef_search}, exact_scan_max_rows {settings.exact_scan_max_rows}, EXHAUSTIVE_MAX_ROWS "
             f"{keyword_leg.EXHAUSTIVE_MAX_ROWS}); load average {os.getloadavg()[0]:.2f}")
+        curve_texts = {n: keyword_queries(source, args.seed, n, len(q.vectors), q.lexemes) for n in args.lengths}
         if args.check_queries:
             started = time.perf_counter()
-            check_top_k(sides, q, args.check_queries)
+            check_top_k(sides, q.texts, args.check_queries)
+            if curve_texts:
+                check_top_k([pg] if pg else sides, {f"{n}w": t for n, t in curve_texts.items()},
+                            args.check_queries, cases=("all",))
             log(f"  top-k vs exhaustive checked on {args.check_queries} queries per set in "
                 f"{time.perf_counter() - started:.0f}s")
         load_before = os.getloadavg()
         measure(sides, q, vectors, args.rounds, legs)
+        if curve_texts and pg is not None:
+            result["length_curve"] = run_curve(pg, [side for side in sides if side is not pg], args, q, curve_texts)
         result["load_average"] = {"before": [round(x, 2) for x in load_before],
                                   "after": [round(x, 2) for x in os.getloadavg()]}
     finally:
@@ -904,6 +965,11 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
                                 f"{100 * np.mean(c.full[f'kw {w}']):.0f}%, median matching "
                                 f"{int(np.median(c.matching[w])):,})" for w, s in c.identical.items()))
         figures["targets"] = verdicts(n, side.name, summaries[side.name], side.cases)
+        if side.name == "pgvector" and "length_curve" in result and n in LONG_QUERY_P50_MS:
+            first = next(iter(result["length_curve"].values()))
+            if str(LONG_QUERY_WORDS) in first:
+                figures["targets"][f"all: hybrid {LONG_QUERY_WORDS}w p50 ≤ {LONG_QUERY_P50_MS[n]:g} ms (length "
+                                   "curve)"] = first[str(LONG_QUERY_WORDS)]["hybrid"]["p50_ms"] <= LONG_QUERY_P50_MS[n]
         for name, ok in figures["targets"].items():
             log(f"  {'PASS' if ok else 'MISS'}  {side.name}: {name}")
     return result
@@ -928,8 +994,15 @@ def main() -> int:
     parser.add_argument("--index-compare", action="store_true",
                         help="also compare HNSW over vector vs halfvec (size, build time, recall, latency)")
     parser.add_argument("--load-only", action="store_true", help="load (or check) the databases, measure nothing")
+    parser.add_argument("--lengths", default="",
+                        help="query lengths in words for the length curve over the big store, e.g. "
+                             f"{','.join(map(str, length_curve.LENGTHS))} (default: no curve)")
+    parser.add_argument("--baseline", default=None, metavar="VERSION",
+                        help="also time, in the length curve, the keyword top-k of migration VERSION (e.g. 0024) "
+                             "with every keyword row exact, interleaved (a before/after in one run)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
+    args.lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     args.legs = [c.strip() for c in args.legs.split(",") if c.strip()]
     args.backends = list(dict.fromkeys(b.strip() for b in args.backend.split(",") if b.strip()))

@@ -36,7 +36,8 @@ class Corpus:
         id_column: the bigint column identifying a row in results (``id`` for chunks, ``seq`` for memories).
         statistics: where BM25's statistics come from (see the module docstring).
         partition_column: the column naming a row's partition (``vector_store_id``) for maintained statistics.
-        topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only).
+        topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only); a
+            dotted name is schema-qualified.
         hnsw_prefix: the name prefix of the per-dimension partial HNSW indexes (``chunks_hnsw`` → ``chunks_hnsw_384``).
     """
 

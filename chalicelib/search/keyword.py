@@ -142,15 +142,16 @@ class KeywordLeg:
 
 
 def keyword_leg(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
-                where: CompiledFilter | None) -> KeywordLeg:
-    """:func:`keyword_search` with what it takes to normalise and extend its scores (:class:`KeywordLeg`)."""
+                where: CompiledFilter | None, exact: int | None = None) -> KeywordLeg:
+    """:func:`keyword_search` with what it takes to normalise and extend its scores (:class:`KeywordLeg`);
+    ``exact`` as there (default: all ``limit`` rows)."""
     if limit <= 0 or not query.strip() or scope.rows <= 0:
         return KeywordLeg([], True, 0.0)
     if corpus.statistics == "scope":
         rows, max_score = _scope_scored(conn, corpus, scope, query, limit, where)
         return KeywordLeg(rows, len(rows) < limit, max_score)
     terms = query_terms(conn, corpus, scope, query)
-    rows = keyword_search(conn, corpus, scope, query, limit, where=where, terms=terms) if terms else []
+    rows = keyword_search(conn, corpus, scope, query, limit, where=where, terms=terms, exact=exact) if terms else []
     return KeywordLeg(rows, len(rows) < limit, terms.max_score if terms else 0.0, terms)
 
 
@@ -220,7 +221,8 @@ def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTe
     filter_sql = None
     if where is not None:  # inlined as literals: the function runs it with EXECUTE
         filter_sql = ClientCursor(conn).mogrify(where.expression.as_string(conn), where.params)
-    statement = sql.SQL(_TOPK).format(function=sql.Identifier(corpus.topk_function))
+    # (a schema-qualified name, e.g. a benchmark's pg_temp copy, is split into its parts)
+    statement = sql.SQL(_TOPK).format(function=sql.Identifier(*corpus.topk_function.split(".")))
     rows = conn.execute(statement, {"partitions": list(scope.partitions), "terms": terms.lexemes, "idfs": terms.idfs,
                                     "avgdl": terms.avgdl, "limit": limit, "exact": exact,
                                     "filter": filter_sql}).fetchall()

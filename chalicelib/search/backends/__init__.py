@@ -45,9 +45,11 @@ class VectorBackend(Protocol):
         ...
 
     def keyword_leg(self, conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
-                    where: CompiledFilter | None) -> KeywordLeg:
+                    where: CompiledFilter | None, exact_head: int | None = None) -> KeywordLeg:
         """The keyword candidates of ``query`` (:class:`~chalicelib.search.keyword.KeywordLeg`; its ``exact``
-        says whether their scores are the exact BM25 or must be read again)."""
+        says whether their scores are the exact BM25 or must be read again). ``exact_head``: how many of the first
+        rows must be the exhaustive BM25 ranking (None: all; :func:`chalicelib.search.ranking.keyword_exact_head`);
+        a backend whose rows are not exact anyway may ignore it."""
         ...
 
 

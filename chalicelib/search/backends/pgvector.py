@@ -36,9 +36,10 @@ class PgvectorBackend:
         return distances(conn, scope, vector, ids)
 
     def keyword_leg(self, conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
-                    where: CompiledFilter | None) -> KeywordLeg:
-        """:func:`~chalicelib.search.keyword.keyword_leg` (exact BM25 scores)."""
-        return keyword_leg(conn, corpus, scope, query, limit, where=where)
+                    where: CompiledFilter | None, exact_head: int | None = None) -> KeywordLeg:
+        """:func:`~chalicelib.search.keyword.keyword_leg` (exact BM25 scores; the first ``exact_head`` rows, or
+        all, the exhaustive ranking)."""
+        return keyword_leg(conn, corpus, scope, query, limit, where=where, exact=exact_head)
 
 
 PGVECTOR = PgvectorBackend()

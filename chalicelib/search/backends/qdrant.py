@@ -96,9 +96,10 @@ class QdrantBackend:
         return {point_id: 1.0 - score for point_id, score in found}
 
     def keyword_leg(self, conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int, *,
-                    where: CompiledFilter | None) -> KeywordLeg:
+                    where: CompiledFilter | None, exact_head: int | None = None) -> KeywordLeg:
         """Up to ``limit`` sparse candidates (BM25 with the sync's average length; ``exact`` False) and the query's
-        ``max_score`` over the stores' statistics."""
+        ``max_score`` over the stores' statistics. ``exact_head`` is ignored (Qdrant's sparse search is its own
+        ranking; the candidates' exact scores are read again)."""
         if limit <= 0 or not query.strip() or scope.rows <= 0:
             return KeywordLeg([], True, 0.0, exact=False)
         terms = query_terms(conn, corpus, scope, query)
