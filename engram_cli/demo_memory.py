@@ -26,9 +26,9 @@ MEMORIES = ("I'm Ada. I moved to Lisbon last year.", "I'm vegetarian.", "I prefe
 SEARCH = "where does ada live?"
 TURNS = ("What could I cook for dinner tonight?", "Any ideas for a weekend walk near home?")
 SCRIPTED_MODEL = scripted_model.MODEL
-# The demo recalls the user's two best memories (three short memories score ~0.2-0.3 against everyday questions
-# with all-MiniLM-L6-v2, around the 0.3 default threshold).
-RECALL = {"top_k": 2, "score_threshold": 0.2}
+# The demo recalls the user's two best memories (three short memories score ~0.05-0.2 against everyday questions
+# with all-MiniLM-L6-v2, around the 0.18 default threshold).
+RECALL = {"top_k": 2, "score_threshold": 0.1}
 
 
 def chat_model(settings: Settings) -> tuple[str, bool]:

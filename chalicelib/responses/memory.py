@@ -44,9 +44,11 @@ logger = logging.getLogger("engram.responses")
 BLOCK_START = "<memory>"
 BLOCK_END = "</memory>"
 DEFAULT_TOP_K = 5
-# Recalled memories scoring below this are left out (a memory's score: relevance, recency and importance, times
-# its decay; see chalicelib.memory.recall).
-DEFAULT_SCORE_THRESHOLD = 0.3
+# Recalled memories scoring below this are left out (a memory's score: its match scaled by freshness and
+# importance, times its decay; chalicelib.memory.recall). Set so a fresh memory of importance 0.5 passes at the same
+# match as under the additive score it replaced (0.8 · match + 0.15 ≥ 0.3 ⟺ match ≥ 0.1875, the balanced
+# strategy; now 0.95 · match ≥ 0.18); an unused old memory now passes at match ≥ 0.24 instead of 0.35.
+DEFAULT_SCORE_THRESHOLD = 0.18
 # Characters of an earlier exchange shown in the block (each side).
 EXCHANGE_SNIPPET_CHARS = 400
 RECALL_FAILURES = "MemoryRecallFailures"
