@@ -282,14 +282,19 @@ def test_a_file_is_searchable_once_it_shows_completed(conn, qsettings, hashing_e
     assert outbox.pending_count(conn, store_id=store.id) == 0
 
 
+def _pgvector_store_of_docs(conn, settings, embedder, name):
+    """A new pgvector store of tenant ``acme`` holding :data:`DOCS`, as read back after the ingests."""
+    store = vector_stores.create(conn, "acme", name=name, model=embedder.model, dim=embedder.dimension,
+                                 backend="pgvector")
+    for filename, data in DOCS.items():
+        ingest_bytes(conn, settings, "acme", store, filename=filename, data=data, embedder=embedder)
+    return vector_stores.get(conn, "acme", store.id)
+
+
 def test_a_store_moves_to_qdrant_and_back_without_reembedding(conn, qsettings, hashing_embedder):
     from chalicelib.search.backends.reindex import move
 
-    store = vector_stores.create(conn, "acme", name="mover", model=hashing_embedder.model,
-                                 dim=hashing_embedder.dimension, backend="pgvector")
-    for name, data in DOCS.items():
-        ingest_bytes(conn, qsettings, "acme", store, filename=name, data=data, embedder=hashing_embedder)
-    store = vector_stores.get(conn, "acme", store.id)
+    store = _pgvector_store_of_docs(conn, qsettings, hashing_embedder, "mover")
     before = {q: _rounded(_hits(conn, qsettings, hashing_embedder, store, q)) for q in QUERIES}
 
     seen = []
@@ -323,11 +328,7 @@ def test_a_store_moves_to_qdrant_and_back_without_reembedding(conn, qsettings, h
 def test_an_interrupted_move_resumes_where_it_stopped(conn, qsettings, hashing_embedder):
     from chalicelib.search.backends.reindex import move
 
-    store = vector_stores.create(conn, "acme", name="halfway", model=hashing_embedder.model,
-                                 dim=hashing_embedder.dimension, backend="pgvector")
-    for name, data in DOCS.items():
-        ingest_bytes(conn, qsettings, "acme", store, filename=name, data=data, embedder=hashing_embedder)
-    store = vector_stores.get(conn, "acme", store.id)
+    store = _pgvector_store_of_docs(conn, qsettings, hashing_embedder, "halfway")
 
     def crash_after_two(done: int, total: int) -> None:
         if done == 2:
