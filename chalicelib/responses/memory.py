@@ -3,7 +3,9 @@ Retrieval", "Graceful Degradation"). Opt-in (seed 000, open question 3): on when
 its agent profile or the tenant's defaults turn it on (:func:`resolve`, field by field: request → agent → tenant).
 
 - **Recall**, before the first model call: the user's message is searched against the scope's memories and its
-  earlier exchanges; the hits are put into the instructions in one delimited block (:data:`BLOCK_START` …
+  earlier exchanges (a request sending none, such as a tool loop's function outputs chained by
+  ``previous_response_id``, searches for the last user message it continues, and its exchange keeps that
+  question); the hits are put into the instructions in one delimited block (:data:`BLOCK_START` …
   :data:`BLOCK_END`). What recall did is always reported in the response's ``usage.memory`` (:func:`usage_of`:
   status, counts, ids, cost, the remember job's id); the whole ``memory_search_call`` item (queries, scope,
   results) is an Engram extension shown only to a request that asks for it with

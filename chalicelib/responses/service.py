@@ -68,6 +68,7 @@ class Run:
     include_memory: bool = False
     thread_id: str | None = None
     conversation_id: str | None = None
+    question: str = ""
     error: EngramError | None = field(default=None, init=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
@@ -110,7 +111,7 @@ class Run:
             return
         answer = "\n\n".join(items.text_of(item) for item in state.output if item.get("type") == "message")
         job_id = memory.remember(conn, self.settings, self.tenant_id, plan, response_id=state.id,
-                                 thread_id=self.thread_id or state.id, prompt=_last_user_text(self.input_items),
+                                 thread_id=self.thread_id or state.id, prompt=self.question,
                                  answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
         if self.recalled is not None:
             self.recalled.item["memory_job_id"] = job_id
@@ -206,6 +207,7 @@ class _Gathered:
     choice: str | dict[str, Any]
     thread_id: str | None
     conversation_id: str | None
+    question: str
 
 
 def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any]) -> _Gathered:
@@ -239,12 +241,13 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
         if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
             thread_id = thread_of(conn, memory_context(settings, tenant_id), req.previous_response_id)
         thread_id = thread_id or (chain.turns[0].id if chain.turns else req.previous_response_id)
+    question = _question(new_items, chain)
     recalled = None
     if plan is not None and plan.recall:
-        recalled = memory.recall_for(conn, settings, tenant_id, plan, _last_user_text(new_items))
+        recalled = memory.recall_for(conn, settings, tenant_id, plan, question)
     return _Gathered(settings, tenant_id, req, new_items, parsed_tools, functions, searcher, backend, chain, plan,
                      recalled, include_results=include_results, include_memory=include_memory, choice=choice,
-                     thread_id=thread_id, conversation_id=conversation_id)
+                     thread_id=thread_id, conversation_id=conversation_id, question=question)
 
 
 def _assemble(g: _Gathered) -> Run:
@@ -287,7 +290,7 @@ def _assemble(g: _Gathered) -> Run:
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
                memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=g.thread_id,
-               conversation_id=g.conversation_id)
+               conversation_id=g.conversation_id, question=g.question)
 
 
 def _profile_and_defaults(conn: psycopg.Connection, tenant_id: str,
@@ -312,6 +315,20 @@ def _last_user_text(input_items: list[dict[str, Any]]) -> str:
         if item.get("type") == "message" and item.get("role") == "user":
             return items.text_of(item)
     return ""
+
+
+def _question(new_items: list[dict[str, Any]], chain: Chain | None) -> str:
+    """The user message a request answers (what recall searches for and the remembered exchange keeps): the
+    request's last user message; for a request that sends none (the function outputs of a tool loop chained by
+    ``previous_response_id`` or a conversation), the last user message of the turns it continues, so the memories
+    shown for a question stay in view until it is answered and the answer is remembered with its question. ""
+    when there is none."""
+    text = _last_user_text(new_items)
+    for turn in reversed(chain.turns if chain is not None and not text else ()):
+        text = _last_user_text(turn.input_items)
+        if text:
+            break
+    return text
 
 
 def _continued(conn: psycopg.Connection, tenant_id: str, previous_response_id: str | None,

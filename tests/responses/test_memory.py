@@ -20,7 +20,7 @@ import pytest
 from chalicelib import deps, memory
 from chalicelib.dispatch.port import Delivery
 from chalicelib.store.db import connect
-from tests.fakes.chat_server import text
+from tests.fakes.chat_server import call, text, tool_calls
 
 MEMORY_MODEL = "fake-memory-model"
 
@@ -177,6 +177,33 @@ def test_remember_without_a_memory_model_keeps_the_exchange_only(strict, fake):
     assert rows == [("Planning a trip to Paris in May", "Paris is lovely in May.")]
     assert http.get("/memories", params={"user_id": "eve"}).json()["data"] == []
     assert len(fake.requests) == 1
+
+
+def test_a_chained_tool_loop_recalls_and_remembers_its_question(strict, fake):
+    """A function-tool loop chained by ``previous_response_id``: the second request sends only the function's
+    output, yet recalls for the question it answers (the model sees the memory on both calls) and the exchange
+    is remembered as that question with the final answer (the first response, a function call, leaves none)."""
+    client, http = strict("tool-loop")
+    _remember(http, "ida", "Ida lives in Bergen")
+    weather = {"type": "function", "name": "weather", "description": "The weather in a city.", "strict": True,
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                              "additionalProperties": False}}
+    options = {"memory": {"user_id": "ida", "score_threshold": 0.0}}
+    fake.push(tool_calls(call("weather", {"city": "Bergen"})), text("Rain in Bergen today."))
+    first = client.responses.create(model="fake-model", input="What is the weather where I live?",
+                                    tools=[weather], extra_body=options)
+    (function_call,) = first.output
+    assert function_call.type == "function_call" and _usage(first)["memory_job_id"] is None
+    second = client.responses.create(model="fake-model", previous_response_id=first.id, tools=[weather],
+                                     input=[{"type": "function_call_output", "call_id": function_call.call_id,
+                                             "output": "Rain, 9 degrees"}], extra_body=options)
+    assert second.output_text == "Rain in Bergen today."
+    assert all("Ida lives in Bergen" in _system(request) for request in fake.requests)
+    assert _wait_job(http, _usage(second)["memory_job_id"])["status"] == "completed"
+    with connect(deps.current_settings()) as conn:
+        rows = conn.execute("SELECT user_prompt, assistant_response FROM exchanges "
+                            "WHERE tenant_id = 'tool-loop'").fetchall()
+    assert rows == [("What is the weather where I live?", "Rain in Bergen today.")]
 
 
 def test_memory_failures_never_fail_the_response(lenient, strict, fake, configure):

@@ -427,3 +427,45 @@ def test_agents_file_search_tool_on_a_real_vector_store(agents_for, tenant, fake
     first, second = fake.requests
     assert "Alice works in the Oslo office" in _system(first)
     assert "nine to four" in next(m for m in second["messages"] if m["role"] == "tool")["content"]
+
+
+@pytest.mark.parametrize("chained", [False, True], ids=["history", "previous_response_id"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_agents_function_tool_loop_with_memory_on(agents_for, tenant, fake, chained, streamed):
+    """An agent calling one of its own functions with memory on: the SDK's second request carries the function's
+    output, either after the whole history or, chained by ``previous_response_id``, alone. Both are answered, and
+    the memory is recalled for the question on both
+    requests and reaches the model once in each."""
+    from agents import Runner, function_tool
+
+    name = f"agents-tool-{chained}-{streamed}"
+    _, _, http = tenant(name)
+    _remember(http, "alice", "Alice's flat is in Bergen")
+    client, make_agent = agents_for(name)
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in ``city``."""
+        return f"Rain in {city}, 9 degrees."
+
+    agent = make_agent(tools=[weather])
+    fake.push(tool_calls(call("weather", {"city": "Bergen"})), text("Rain, 9 degrees."))
+
+    async def run():
+        kwargs = {"auto_previous_response_id": True} if chained else {}
+        if streamed:
+            result = Runner.run_streamed(agent, "What is the weather at home?", **kwargs)
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await Runner.run(agent, "What is the weather at home?", **kwargs)
+        await client.close()
+        return result
+
+    result = _run(run())
+    assert result.final_output == "Rain, 9 degrees."
+    assert [_types(r.output) for r in result.raw_responses] == [["function_call"], ["message"]]
+    first, second = fake.requests
+    assert "Alice's flat is in Bergen" in _system(first)
+    assert all(json.dumps(q).count("Alice's flat is in Bergen") == 1 for q in fake.requests)
+    assert "Rain in Bergen, 9 degrees." in next(m for m in second["messages"] if m["role"] == "tool")["content"]
