@@ -24,7 +24,9 @@ Translation from the Chat-Completions-shaped :mod:`chalicelib.chat.base` (Bedroc
   one tool (:data:`ANSWER_TOOL`) whose ``inputSchema`` is the requested JSON schema (``{"type": "object"}`` for
   ``json_object``), chosen with ``toolChoice.tool`` — the structured-output recipe of the Bedrock user guide ("Use
   a tool to complete an Amazon Bedrock model response"). That call's input becomes the answer's text (JSON) and is
-  not reported as a tool call.
+  not reported as a tool call. With function tools offered too, the answer tool is offered beside them and
+  ``toolChoice`` is ``{"any": {}}`` (the model calls a function or gives the answer), unless a named function is
+  chosen.
 
 :meth:`BedrockBackend.stream` uses ``ConverseStream`` (text deltas as ``contentBlockDelta.delta.text``, tool input
 as JSON pieces in ``delta.toolUse.input`` after a ``contentBlockStart.start.toolUse``; ``messageStop.stopReason``;
@@ -176,22 +178,26 @@ def converse_kwargs(request: ChatRequest) -> dict[str, Any]:
                                                ("topP", request.top_p)) if value is not None}
     if inference:
         kwargs["inferenceConfig"] = inference
-    if request.response_format is not None:
+    history_uses_tools = any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"])
+    offered = request.tools if request.tools and (request.tool_choice != "none" or history_uses_tools) else ()
+    if request.response_format is not None and not offered:
         kwargs["toolConfig"] = {"tools": [_answer_tool(request.response_format)],
                                 "toolChoice": {"tool": {"name": ANSWER_TOOL}}}
         return kwargs
-    history_uses_tools = any("toolUse" in b or "toolResult" in b for m in messages for b in m["content"])
-    if request.tools and (request.tool_choice != "none" or history_uses_tools):
+    if offered:
         tool_config: dict[str, Any] = {"tools": [
             {"toolSpec": {"name": t.name, "description": t.description or t.name,
                           "inputSchema": {"json": t.parameters or {"type": "object", "properties": {}}}}}
-            for t in request.tools]}
+            for t in offered]}
         choice = request.tool_choice
-        if choice == "required":
-            tool_config["toolChoice"] = {"any": {}}
-        elif isinstance(choice, dict):
+        if isinstance(choice, dict):
             name = choice.get("name") or (choice.get("function") or {}).get("name")
             tool_config["toolChoice"] = {"tool": {"name": name}}
+        elif request.response_format is not None:  # a function or the answer: either way, a tool call
+            tool_config["tools"].append(_answer_tool(request.response_format))
+            tool_config["toolChoice"] = {"any": {}}
+        elif choice == "required":
+            tool_config["toolChoice"] = {"any": {}}
         kwargs["toolConfig"] = tool_config
     return kwargs
 

@@ -36,7 +36,8 @@ DEFAULT_MAX_TOOL_CALLS = 10
 class LoopConfig:
     """Everything one response's loop needs. ``messages`` is the conversation so far (system prompt, history,
     the new input); ``sources`` the citable files already seen (file id → filename); ``tool_choice`` applies to
-    the first model call."""
+    the first model call; ``response_format`` (the request's ``text.format`` in Chat Completions' shape, None for
+    plain text) to every call."""
 
     backend: ChatBackend
     model: str
@@ -51,6 +52,7 @@ class LoopConfig:
     temperature: float | None = None
     top_p: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    response_format: dict[str, Any] | None = None
 
 
 def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dict[str, Any]]:
@@ -73,7 +75,7 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
         request = ChatRequest(model=config.model, messages=tuple(messages), tools=tuple(offered),
                               tool_choice=choice, parallel_tool_calls=config.parallel_tool_calls,
                               max_output_tokens=config.max_output_tokens, temperature=config.temperature,
-                              top_p=config.top_p)
+                              top_p=config.top_p, response_format=config.response_format)
         result, message = yield from _model_call(config.backend, request, state, emit, sources)
         calls = [c for c in result.tool_calls
                  if (c.name == items.FILE_SEARCH_TOOL and searchable) or c.name in function_names]
@@ -131,14 +133,18 @@ def _model_call(backend: ChatBackend, request: ChatRequest, state: ResponseState
                 annotations.append(value)
                 yield emit.annotation(index, message["id"], len(annotations) - 1, value)
 
+    streamed = False
     for piece in backend.stream(request):
         if isinstance(piece, TextDelta):
+            streamed = streamed or bool(piece.text)
             yield from handle(stripper.feed(piece.text))
         else:
             result = piece
-    yield from handle(stripper.close())
     if result is None:
         raise UpstreamError(f"The chat backend's answer for model {request.model!r} ended without a result.")
+    if not streamed and result.text:  # an answer only the result holds (Bedrock's forced JSON answer tool)
+        yield from handle(stripper.feed(result.text))
+    yield from handle(stripper.close())
     state.model_calls += 1
     state.usage = state.usage + result.usage
     if message is not None:

@@ -8,7 +8,7 @@ input models also take every field of the SDK's output items, so ``input=previou
 Engram's own ``memory_search_call`` item included (:class:`MemorySearchCallItem`: any fields, accepted and dropped).
 Input items are validated one by one (:func:`parse_input`) so errors name the item (``input[2].content[0].text``).
 What Engram does not implement is refused with a 400 naming the field rather than silently ignored: ``background``,
-``prompt``, non-text ``text.format``, tools other than ``file_search`` and ``function``,
+``prompt``, tools other than ``file_search`` and ``function``,
 image/file input parts. ``conversation`` is checked by
 :func:`chalicelib.responses.conversations.requested`. Engram's extensions (``extra_body``): ``memory`` and ``agent``.
 """
@@ -128,16 +128,82 @@ ToolChoice = ToolChoiceOption | ToolChoiceFunction | ToolChoiceFileSearch
 
 
 class TextFormat(_Body):
-    """``text.format``: only plain text is produced."""
+    """``text.format`` ``{"type": "text"}``: plain text (the default)."""
 
     type: Literal["text"]
 
+    def echo(self) -> dict[str, Any]:
+        """As the response shows it."""
+        return {"type": "text"}
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The chat model's ``response_format`` (None: plain text)."""
+        return None
+
+
+class JsonObjectFormat(_Body):
+    """``text.format`` ``{"type": "json_object"}``: JSON mode, the answer is one JSON object (OpenAI asks the
+    instructions or input to say so; Engram passes the request on without that check)."""
+
+    type: Literal["json_object"]
+
+    def echo(self) -> dict[str, Any]:
+        """As the response shows it."""
+        return {"type": "json_object"}
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The chat model's ``response_format``: ``{"type": "json_object"}``."""
+        return {"type": "json_object"}
+
+
+class JsonSchemaFormat(_Body):
+    """``text.format`` ``{"type": "json_schema", "name", "schema", "description"?, "strict"?}``: Structured
+    Outputs, the answer is JSON matching ``schema`` (what ``responses.parse(text_format=...)`` and an agent's
+    ``output_type`` send). ``name``: OpenAI's ``^[a-zA-Z0-9_-]{1,64}$``."""
+
+    type: Literal["json_schema"]
+    name: str = Field(pattern=FUNCTION_NAME)
+    schema_: dict[str, Any] = Field(alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+    def echo(self) -> dict[str, Any]:
+        """As the response shows it (SDK ``ResponseFormatTextJSONSchemaConfig``)."""
+        return {"type": "json_schema", "name": self.name, "schema": self.schema_, "description": self.description,
+                "strict": self.strict}
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The chat model's ``response_format`` in Chat Completions' shape: ``{"type": "json_schema",
+        "json_schema": {"name", "schema", "strict", "description"?}}``."""
+        inner: dict[str, Any] = {"name": self.name, "schema": self.schema_, "strict": bool(self.strict)}
+        if self.description is not None:
+            inner["description"] = self.description
+        return {"type": "json_schema", "json_schema": inner}
+
+
+OutputFormat = TextFormat | JsonObjectFormat | JsonSchemaFormat
+_TEXT_FORMATS: dict[str, type[OutputFormat]] = {"text": TextFormat, "json_object": JsonObjectFormat,
+                                                "json_schema": JsonSchemaFormat}
+
 
 class TextConfig(_Body):
-    """``text``: ``{"format": {"type": "text"}}`` (``verbosity`` accepted and ignored)."""
+    """``text``: its ``format`` (checked by :func:`parse_text_format`); ``verbosity`` accepted and ignored."""
 
-    format: TextFormat = TextFormat(type="text")
+    format: dict[str, Any] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
+
+
+def parse_text_format(text: TextConfig | None) -> OutputFormat:
+    """The request's ``text.format`` (plain text when absent).
+
+    Raises:
+        InvalidRequestError: an unknown ``type`` (``param`` ``text.format.type``), a missing or malformed field of
+            the format (``text.format.name`` ...).
+    """
+    if text is None or text.format is None:
+        return TextFormat(type="text")
+    parsed: OutputFormat = validate_tagged(_TEXT_FORMATS, text.format, prefix="text.format")
+    return parsed
 
 
 class CreateResponse(_Body):
@@ -191,7 +257,7 @@ class MemoryOptions(RequestBody):
     ``score_threshold``, whether earlier ``exchanges`` are recalled too (those with a cosine similarity of at least
     ``exchange_threshold``), and whether long histories are ``summarization``-condensed. Unset fields fall
     through to the next layer (request → agent → tenant → defaults: recall and remember on, 5 memories,
-    threshold 0.3, exchanges on with seed 004's 0.65, summarization on)."""
+    threshold 0.18, exchanges on with seed 004's 0.65, summarization on)."""
 
     user_id: str | None = Field(default=None, min_length=1, max_length=128)
     agent_id: str | None = Field(default=None, min_length=1, max_length=128)

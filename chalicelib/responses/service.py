@@ -208,6 +208,7 @@ class _Gathered:
     thread_id: str | None
     conversation_id: str | None
     question: str
+    output_format: schemas.OutputFormat
 
 
 def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any]) -> _Gathered:
@@ -222,6 +223,7 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
     conversation_id = conversations.requested(req.conversation, previous_response_id=req.previous_response_id)
     new_items = items.input_items(schemas.parse_input(req.input))
     parsed_tools = schemas.parse_tools(req.tools)
+    output_format = schemas.parse_text_format(req.text)
     file_search_tool, functions = _tools(parsed_tools)
     include_results = _include(req.include)
     include_memory = schemas.MEMORY_SEARCH_RESULTS in (req.include or [])
@@ -247,7 +249,8 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
         recalled = memory.recall_for(conn, settings, tenant_id, plan, question)
     return _Gathered(settings, tenant_id, req, new_items, parsed_tools, functions, searcher, backend, chain, plan,
                      recalled, include_results=include_results, include_memory=include_memory, choice=choice,
-                     thread_id=thread_id, conversation_id=conversation_id, question=question)
+                     thread_id=thread_id, conversation_id=conversation_id, question=question,
+                     output_format=output_format)
 
 
 def _assemble(g: _Gathered) -> Run:
@@ -273,7 +276,7 @@ def _assemble(g: _Gathered) -> Run:
                                   "accepted and ignored).", param="input", code="invalid_value")
     items.check_tool_outputs(messages)
     state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
-                          echo=_echo(req, g.parsed_tools, g.conversation_id))
+                          echo=_echo(req, g.parsed_tools, g.conversation_id, g.output_format))
     state.summary_usage = past.usage
     if recalled is not None:  # what recall did is always in usage.memory; the item itself only when included
         state.memory_usage = memory.usage_of(recalled)
@@ -286,7 +289,7 @@ def _assemble(g: _Gathered) -> Run:
         parallel_tool_calls=req.parallel_tool_calls is not False,
         max_tool_calls=req.max_tool_calls if req.max_tool_calls is not None else loop.DEFAULT_MAX_TOOL_CALLS,
         include_results=g.include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
-        top_p=req.top_p, sources=past.sources)
+        top_p=req.top_p, sources=past.sources, response_format=g.output_format.response_format())
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
                memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=g.thread_id,
@@ -395,8 +398,8 @@ def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
     return {"name": choice.name}
 
 
-def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool],
-          conversation_id: str | None) -> dict[str, Any]:
+def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool], conversation_id: str | None,
+          output_format: schemas.OutputFormat) -> dict[str, Any]:
     choice = schemas.parse_tool_choice(req.tool_choice) or "auto"
     tool_choice = choice if isinstance(choice, str) else choice.model_dump()
     return {"instructions": req.instructions, "previous_response_id": req.previous_response_id,
@@ -404,7 +407,7 @@ def _echo(req: schemas.CreateResponse, parsed_tools: list[schemas.Tool],
             "tools": [t.echo() for t in parsed_tools], "tool_choice": tool_choice,
             "parallel_tool_calls": req.parallel_tool_calls is not False, "max_tool_calls": req.max_tool_calls,
             "max_output_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
-            "text": {"format": {"type": "text"}}, "truncation": req.truncation or "disabled", "user": req.user,
+            "text": {"format": output_format.echo()}, "truncation": req.truncation or "disabled", "user": req.user,
             "conversation": {"id": conversation_id} if conversation_id is not None else None}
 
 

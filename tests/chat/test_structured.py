@@ -9,7 +9,7 @@ import json
 import pytest
 
 from chalicelib.chat import prompts, structured
-from chalicelib.chat.base import ChatMessage, ChatRequest
+from chalicelib.chat.base import ChatMessage, ChatRequest, TextDelta, ToolSpec
 from chalicelib.chat.bedrock import ANSWER_TOOL, BedrockBackend
 from chalicelib.chat.openai_compat import OpenAICompatBackend
 from tests.fakes.chat_server import FakeChatServer, call, error, text, tool_calls
@@ -128,3 +128,27 @@ def test_bedrock_json_object_and_plain_text_answers(fake):
                                           response_format={"type": "json_object"}))
     assert result.text == '{"a": 1}' and result.tool_calls == ()
     assert fake.requests[0]["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"]["json"] == {"type": "object"}
+
+
+def test_bedrock_offers_the_answer_tool_beside_function_tools(fake):
+    """A JSON answer asked for with function tools offered: the answer tool joins them and the model must call
+    one of them; its answer-tool call becomes the text, a function call stays a call (streamed alike)."""
+    backend = BedrockBackend(region="us-east-1", endpoint_url=fake.url)
+    weather = ToolSpec("weather", "The weather in a city.", {"type": "object", "properties": {"city": {"type": "string"}}})
+    schema = {"type": "json_schema", "json_schema": {"name": "forecast", "strict": True, "schema": {
+        "type": "object", "properties": {"sky": {"type": "string"}}, "required": ["sky"]}}}
+    request = ChatRequest(model=BEDROCK_MODEL, messages=[ChatMessage("user", "Weather in Oslo?")],
+                          tools=(weather,), response_format=schema)
+    fake.push(tool_calls(call("weather", {"city": "Oslo"}, id="tu_1")),
+              tool_calls(call(ANSWER_TOOL, {"sky": "grey"}, id="tu_2")))
+    first = backend.complete(request)
+    assert [c.name for c in first.tool_calls] == ["weather"] and first.finish_reason == "tool_calls"
+    pieces = list(backend.stream(request))
+    assert not [p for p in pieces if isinstance(p, TextDelta) and p.text]
+    final = pieces[-1]
+    assert json.loads(final.text) == {"sky": "grey"} and final.tool_calls == () and final.finish_reason == "stop"
+    for sent in fake.requests:
+        config = sent["toolConfig"]
+        assert [t["toolSpec"]["name"] for t in config["tools"]] == ["weather", ANSWER_TOOL]
+        assert config["toolChoice"] == {"any": {}}
+        assert config["tools"][1]["toolSpec"]["inputSchema"]["json"]["required"] == ["sky"]

@@ -143,7 +143,7 @@ def test_another_tenants_responses_are_not_found(make_client, fake, api_settings
     ({"include": ["bogus"]}, "include[0]"),
     ({"background": True}, "background"),
     ({"max_tool_calls": 0}, "max_tool_calls"),
-    ({"text": {"format": {"type": "json_object"}}}, "text.format.type"),
+    ({"text": {"format": {"type": "json_schema", "name": "f"}}}, "text.format.schema"),
     ({"extra_body": {"top_k": 5}}, "top_k"),
     ({"tools": [{"type": "function", "name": "f", "frobnicate": True}]}, "tools[0].frobnicate"),
     ({"input": [{"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "input_text", "text": 5}]}]},
