@@ -162,11 +162,15 @@ def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, pla
     return Recalled(item, block, [r["id"] for r in results])
 
 
-def usage_of(recalled: Recalled, *, memory_job_id: str | None = None) -> dict[str, Any]:
-    """``usage.memory`` of a response whose recall ran (a new dict): ``status`` (``completed`` or ``failed``),
-    ``memories`` and ``exchanges`` (how many of each were recalled), ``ids`` (theirs, in the block's order),
-    ``embedding_tokens``, ``injected_tokens`` and ``latency_ms`` (0 when recall did not get that far), and
-    ``memory_job_id`` (the remember job, set once the response is done; null when none was dispatched)."""
+def usage_of(recalled: Recalled | None, *, memory_job_id: str | None = None) -> dict[str, Any]:
+    """``usage.memory`` of a response with memory on (a new dict): ``status`` (``completed`` or ``failed``; ``off``
+    when recall is off, ``recalled`` None, and only remembering is on), ``memories`` and ``exchanges`` (how many of
+    each were recalled), ``ids`` (theirs, in the block's order), ``embedding_tokens``, ``injected_tokens`` and
+    ``latency_ms`` (0 when recall did not get that far), and ``memory_job_id`` (the remember job, set once the
+    response is done; null when none was dispatched)."""
+    if recalled is None:
+        return {"status": "off", "memories": 0, "exchanges": 0, "ids": [], "embedding_tokens": 0,
+                "injected_tokens": 0, "latency_ms": 0.0, "memory_job_id": memory_job_id}
     item = recalled.item
     results = item.get("results") or []
     spent = item.get("usage") or {}

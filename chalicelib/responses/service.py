@@ -115,8 +115,8 @@ class Run:
                                  answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
         if self.recalled is not None:
             self.recalled.item["memory_job_id"] = job_id
-            if state.memory_usage is not None:
-                state.memory_usage["memory_job_id"] = job_id
+        if state.memory_usage is not None:
+            state.memory_usage["memory_job_id"] = job_id
 
     def _fail(self, error: EngramError, cause: BaseException) -> None:
         self.error = error
@@ -282,6 +282,8 @@ def _assemble(g: _Gathered) -> Run:
         state.memory_usage = memory.usage_of(recalled)
         if include_memory:
             state.output.append(recalled.item)
+    elif plan is not None and plan.remember:  # recall off: usage.memory still carries the remember job's id
+        state.memory_usage = memory.usage_of(None)
     config = loop.LoopConfig(
         backend=g.backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),

@@ -165,7 +165,11 @@ def test_remember_without_a_memory_model_keeps_the_exchange_only(strict, fake):
     r = client.responses.create(model="fake-model", input="Planning a trip to Paris in May",
                                 include=["memory_search_call.results"],
                                 extra_body={"memory": {"user_id": "eve", "recall": False}})
-    assert _types(r) == ["message"] and _usage(r) is None  # no recall: no item, even included; no usage.memory
+    assert _types(r) == ["message"]  # no recall: no item, even included
+    usage = _usage(r)
+    assert usage["status"] == "off" and usage["memories"] == 0 and usage["ids"] == []
+    assert usage["memory_job_id"].startswith("memjob_")  # what remembering dispatched, to wait on
+    assert _wait_job(http, usage["memory_job_id"])["status"] == "completed"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with connect(deps.current_settings()) as conn:
