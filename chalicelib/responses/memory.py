@@ -168,16 +168,13 @@ def usage_of(recalled: Recalled | None, *, memory_job_id: str | None = None) -> 
     each were recalled), ``ids`` (theirs, in the block's order), ``embedding_tokens``, ``injected_tokens`` and
     ``latency_ms`` (0 when recall did not get that far), and ``memory_job_id`` (the remember job, set once the
     response is done; null when none was dispatched)."""
-    if recalled is None:
-        return {"status": "off", "memories": 0, "exchanges": 0, "ids": [], "embedding_tokens": 0,
-                "injected_tokens": 0, "latency_ms": 0.0, "memory_job_id": memory_job_id}
-    item = recalled.item
+    item: dict[str, Any] = recalled.item if recalled is not None else {"status": "off"}
     results = item.get("results") or []
     spent = item.get("usage") or {}
     return {"status": item.get("status", "completed"),
             "memories": sum(1 for r in results if r.get("type") == "memory"),
             "exchanges": sum(1 for r in results if r.get("type") == "exchange"),
-            "ids": list(recalled.prior_ids),
+            "ids": list(recalled.prior_ids) if recalled is not None else [],
             "embedding_tokens": spent.get("embedding_tokens", 0), "injected_tokens": spent.get("injected_tokens", 0),
             "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": memory_job_id}
 

@@ -127,36 +127,36 @@ ToolChoiceOption = Literal["auto", "none", "required"]
 ToolChoice = ToolChoiceOption | ToolChoiceFunction | ToolChoiceFileSearch
 
 
-class TextFormat(_Body):
+class _OutputFormatBody(_Body):
+    """A ``text.format``: shown in the response as it was sent (:meth:`echo`)."""
+
+    def echo(self) -> dict[str, Any]:
+        """As the response shows it: every field under its wire name (SDK ``ResponseFormatTextConfig``)."""
+        return self.model_dump(by_alias=True)
+
+
+class TextFormat(_OutputFormatBody):
     """``text.format`` ``{"type": "text"}``: plain text (the default)."""
 
     type: Literal["text"]
-
-    def echo(self) -> dict[str, Any]:
-        """As the response shows it."""
-        return {"type": "text"}
 
     def response_format(self) -> dict[str, Any] | None:
         """The chat model's ``response_format`` (None: plain text)."""
         return None
 
 
-class JsonObjectFormat(_Body):
+class JsonObjectFormat(_OutputFormatBody):
     """``text.format`` ``{"type": "json_object"}``: JSON mode, the answer is one JSON object (OpenAI asks the
     instructions or input to say so; Engram passes the request on without that check)."""
 
     type: Literal["json_object"]
-
-    def echo(self) -> dict[str, Any]:
-        """As the response shows it."""
-        return {"type": "json_object"}
 
     def response_format(self) -> dict[str, Any] | None:
         """The chat model's ``response_format``: ``{"type": "json_object"}``."""
         return {"type": "json_object"}
 
 
-class JsonSchemaFormat(_Body):
+class JsonSchemaFormat(_OutputFormatBody):
     """``text.format`` ``{"type": "json_schema", "name", "schema", "description"?, "strict"?}``: Structured
     Outputs, the answer is JSON matching ``schema`` (what ``responses.parse(text_format=...)`` and an agent's
     ``output_type`` send). ``name``: OpenAI's ``^[a-zA-Z0-9_-]{1,64}$``."""
@@ -166,11 +166,6 @@ class JsonSchemaFormat(_Body):
     schema_: dict[str, Any] = Field(alias="schema")
     description: str | None = None
     strict: bool | None = None
-
-    def echo(self) -> dict[str, Any]:
-        """As the response shows it (SDK ``ResponseFormatTextJSONSchemaConfig``)."""
-        return {"type": "json_schema", "name": self.name, "schema": self.schema_, "description": self.description,
-                "strict": self.strict}
 
     def response_format(self) -> dict[str, Any] | None:
         """The chat model's ``response_format`` in Chat Completions' shape: ``{"type": "json_schema",

@@ -329,11 +329,9 @@ def _question(new_items: list[dict[str, Any]], chain: Chain | None) -> str:
     shown for a question stay in view until it is answered and the answer is remembered with its question. ""
     when there is none."""
     text = _last_user_text(new_items)
-    for turn in reversed(chain.turns if chain is not None and not text else ()):
-        text = _last_user_text(turn.input_items)
-        if text:
-            break
-    return text
+    if text or chain is None:
+        return text
+    return next((t for t in (_last_user_text(turn.input_items) for turn in reversed(chain.turns)) if t), "")
 
 
 def _continued(conn: psycopg.Connection, tenant_id: str, previous_response_id: str | None,
