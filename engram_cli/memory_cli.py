@@ -272,16 +272,24 @@ def history(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | 
 
 @app.command("purge")
 def purge(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN,
+          everything: bool = typer.Option(False, "--all", help="Every user, agent and run of the tenant (instead "
+                                          "of --user / --agent / --run)."),
           yes: bool = typer.Option(False, "--yes", help="Do not ask."), tenant: str | None = TENANT,
           as_json: bool = JSON) -> None:
     """Remove a scope's memories and every trace of their text (history, jobs, idempotency records, cache)."""
-    scope = _scope(user, agent, run)
-    if not yes and not typer.confirm(f"Purge every memory of {scope.named()}?"):
+    if everything and (user or agent or run):
+        err_console.print("[bold red]error[/]: --all purges every scope; do not name one with it")
+        raise typer.Exit(code=2)
+    scope = None if everything else _scope(user, agent, run)
+    named = "the whole tenant" if scope is None else scope.named()
+    if not yes and not typer.confirm(f"Purge every memory of {named}?"):
         raise typer.Exit(code=1)
     with deps.connect() as conn:
         counts = memory.purge(conn, _context(tenant), scope)
     if as_json:
-        print(json.dumps({"deleted": True, **scope.as_dict(), "counts": counts}, indent=2))
+        ids = scope.as_dict() if scope is not None else {"user_id": None, "agent_id": None, "run_id": None}
+        print(json.dumps({"deleted": True, **ids, "scope": {**ids, "all": scope is None}, "counts": counts},
+                         indent=2))
         return
     console.print("purged: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
 

@@ -335,8 +335,9 @@ def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str
     return manage.delete_many(conn, ctx.tenant_id, memory_ids, actor=ctx.actor, param=param)
 
 
-def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope) -> dict[str, int]:
-    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind."""
+def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, int]:
+    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind. ``scope`` None
+    purges every user, agent and run of the tenant (the API asks for ``all=true`` to say so)."""
     return manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
 
 

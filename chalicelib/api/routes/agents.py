@@ -57,7 +57,7 @@ def create_agent() -> dict:
 
 
 @bp.route("/agents", methods=["GET"])
-@accepts(*PAGE)
+@accepts(**PAGE)
 def list_agents() -> dict:
     """A cursor page of the tenant's profiles (``limit``, ``order``, ``after``, ``before``)."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)

@@ -8,7 +8,7 @@ from chalice.app import Response
 from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import PAGE, accepts, choice
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.routes.vector_store_files import STATUSES
 from chalicelib.api.schemas import CreateFileBatch
@@ -81,12 +81,12 @@ def cancel_file_batch(vector_store_id: str, batch_id: str) -> Response:
 
 
 @bp.route("/vector_stores/{vector_store_id}/file_batches/{batch_id}/files", methods=["GET"])
-@accepts(*PAGE, "filter")
+@accepts(filter=choice(*STATUSES), **PAGE)
 def list_file_batch_files(vector_store_id: str, batch_id: str) -> dict:
     """``file_batches.list_files(batch_id, vector_store_id=, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)
     page = request.page(params, default_limit=20, max_limit=100)
-    status = request.choice(params, "filter", STATUSES)
+    status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))

@@ -63,7 +63,7 @@ def create_vector_store() -> Response:
 
 
 @bp.route("/vector_stores", methods=["GET"])
-@accepts(*PAGE)
+@accepts(**PAGE)
 def list_vector_stores() -> dict:
     """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page."""
     page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
