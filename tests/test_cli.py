@@ -97,7 +97,7 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         # the second half: memory — added, searched, then recalled in a conversation (the scripted local model,
         # labelled, since no chat model is configured), and the SDK call to try it against the served API
         assert "Memories of user 'ada'" in result.stdout and "Memory search" in result.stdout
-        assert "the scripted local model" in result.stdout and "[scripted local model" in result.stdout
+        assert "the scripted local model" in result.stdout and "[engram-scripted: a scripted local model" in result.stdout
         assert "I'm vegetarian." in result.stdout.split("What could I cook for dinner tonight?", 1)[1]
         assert 'extra_body={"memory": {"user_id": "ada"}}' in result.stdout
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api.query import Query, parsed
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
@@ -51,12 +51,15 @@ def query(request) -> Query:
     return parsed(request)
 
 
-def page(params: Mapping[str, Any], *, default_limit: int = 20, max_limit: int = 100, before: bool = True) -> Page:
+def page(params: Mapping[str, Any], *, prefix: str | None, default_limit: int = 20, max_limit: int = 100,
+         before: bool = True) -> Page:
     """The cursor :class:`~chalicelib.store.paging.Page` from parsed ``limit`` (1..max), ``order`` (``asc|desc``,
-    default ``desc``), ``after`` and ``before`` (declared as :data:`~chalicelib.api.query.PAGE`).
+    default ``desc``), ``after`` and ``before`` (declared as :data:`~chalicelib.api.query.PAGE`). ``prefix``: the
+    id prefix of the list's objects (``vs_``): a cursor must be such an id (:func:`chalicelib.ids.validate_cursor`);
+    None for lists ordered by position (a conversation's items), whose store checks the cursor names an item.
 
     Raises:
-        InvalidRequestError: a value out of range or not an object id (``param`` names it).
+        InvalidRequestError: a value out of range or not a cursor of this list (``param`` names it).
     """
     limit = params.get("limit")
     if limit is None:
@@ -64,15 +67,17 @@ def page(params: Mapping[str, Any], *, default_limit: int = 20, max_limit: int =
     elif not 1 <= limit <= max_limit:
         raise InvalidRequestError(f"Invalid 'limit': must be between 1 and {max_limit}, got {limit}.",
                                   param="limit", code="invalid_value")
-    after = _cursor(params, "after")
-    before_id = _cursor(params, "before") if before else None
+    after = _cursor(params, "after", prefix)
+    before_id = _cursor(params, "before", prefix) if before else None
     return Page(limit=limit, order=params.get("order") or "desc", after=after, before=before_id)
 
 
-def _cursor(params: Mapping[str, Any], name: str) -> str | None:
+def _cursor(params: Mapping[str, Any], name: str, prefix: str | None) -> str | None:
     value = params.get(name)
     if value is None:
         return None
+    if prefix is not None:
+        return ids.validate_cursor(value, prefix, param=name)
     if len(value) > 128 or not value.isascii() or not value.replace("-", "").replace("_", "").isalnum():
         raise InvalidRequestError(f"Invalid '{name}': not an object id.", param=name, code="invalid_value")
     return value

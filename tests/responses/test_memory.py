@@ -232,6 +232,8 @@ def test_memory_failures_never_fail_the_response(lenient, strict, fake, configur
     assert r.status == "completed" and r.output_text == "Still here."
     assert r.output[0].model_dump()["status"] == "failed"
     assert _usage(r)["status"] == "failed" and _usage(r)["memories"] == 0 and _usage(r)["ids"] == []
+    assert _usage(r)["reason"] == "internal error (RuntimeError)"  # why, never the exception's text
+    assert _usage(r)["remember"] == "off" and _usage(r)["remember_reason"] == "remember=false"
     assert "<memory>" not in json.dumps(fake.requests[0])
 
     class NoQueue:
@@ -248,6 +250,7 @@ def test_memory_failures_never_fail_the_response(lenient, strict, fake, configur
     finally:
         deps.set_dispatcher(None)
     assert r.status == "completed" and _types(r) == ["message"] and _usage(r)["memory_job_id"] is None
+    assert _usage(r)["remember"] == "failed" and _usage(r)["remember_reason"] == "internal error (RuntimeError)"
 
     configure(memory_model=MEMORY_MODEL)
     fake.responder = lambda body: text("not json") if "memory extraction system" in _system(body) else None
@@ -258,6 +261,28 @@ def test_memory_failures_never_fail_the_response(lenient, strict, fake, configur
     job = _wait_job(http, _usage(r)["memory_job_id"])
     fake.responder = None
     assert job["status"] == "failed" and job["last_error"]["code"] == "memory_model_output_invalid"
+
+
+def test_store_false_recalls_but_remembers_nothing_and_says_so(strict, fake):
+    """``store: false`` is a zero-retention request: recall reads (the model gets the user's memories), but nothing
+    of the exchange is kept, and ``usage.memory`` says so and why."""
+    client, http = strict("no-store")
+    _remember(http, "gus", "Gus plays the cello")
+    fake.push(text("The cello."))
+    r = client.responses.create(model="fake-model", input="Which instrument does Gus play?", store=False,
+                                extra_body={"memory": {"user_id": "gus", "score_threshold": 0.0}})
+    usage = _usage(r)
+    assert usage["status"] == "completed" and usage["memories"] == 1 and usage["reason"] is None
+    assert "Gus plays the cello" in _system(fake.requests[0])
+    assert (usage["remember"], usage["remember_reason"], usage["memory_job_id"]) == ("skipped", "store=false", None)
+    fake.push(text("Stored."))
+    kept = client.responses.create(model="fake-model", input="Which instrument does Gus play?",
+                                   extra_body={"memory": {"user_id": "gus"}})
+    assert _usage(kept)["remember"] == "queued" and _usage(kept)["remember_reason"] is None
+    assert _wait_job(http, _usage(kept)["memory_job_id"])["status"] == "completed"
+    with connect(deps.current_settings()) as conn:
+        rows = conn.execute("SELECT assistant_response FROM exchanges WHERE tenant_id = 'no-store'").fetchall()
+    assert rows == [("Stored.",)]  # the store=false exchange left no trace
 
 
 def test_memory_needs_a_scope_and_can_be_turned_off(strict, fake):

@@ -9,7 +9,7 @@ from types import ModuleType
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant
 from chalicelib.api.query import ARRAY, PAGE, PAGE_FORWARD, accepts
@@ -38,7 +38,8 @@ def create_conversation() -> Response:
 def list_conversations() -> dict:
     """Engram's: a cursor page of the tenant's conversations (``limit``, ``order`` default ``desc``, ``after``,
     ``before``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=ids.CONVERSATION, default_limit=20,
+                        max_limit=100)
     data, has_more = _conversations().list_conversations(deps.current_settings(), current_tenant(), page)
     return objects.cursor_page(data, has_more)
 
@@ -66,7 +67,8 @@ def delete_conversation(conversation_id: str) -> Response:
 @accepts(include=ARRAY, **PAGE_FORWARD)
 def list_items(conversation_id: str) -> dict:
     """``conversations.items.list(id, after=, include=, limit=, order=)`` → a cursor page (default ``desc``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100, before=False)
+    page = request.page(request.query(bp.current_request), prefix=None, default_limit=20, max_limit=100,
+                        before=False)
     data, has_more = _conversations().list_items(deps.current_settings(), current_tenant(), conversation_id, page,
                                                  include=_include())
     return objects.cursor_page(data, has_more)

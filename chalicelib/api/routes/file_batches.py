@@ -52,7 +52,8 @@ def create_file_batch(vector_store_id: str) -> Response:
         vector_stores.require_active(store, objects.now())
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
         prepared = attach.prepare(conn, tenant, [(e.file_id, e.attributes, e.chunking_strategy) for e in entries],
-                                  embedder=embedder, param=lambda i, name: _param(field, i, name))
+                                  embedder=embedder, settings=deps.current_settings(),
+                                  param=lambda i, name: _param(field, i, name))
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
             batch = batches.create(conn, tenant, store.id, [p.file.id for p in prepared])
@@ -85,7 +86,7 @@ def cancel_file_batch(vector_store_id: str, batch_id: str) -> Response:
 def list_file_batch_files(vector_store_id: str, batch_id: str) -> dict:
     """``file_batches.list_files(batch_id, vector_store_id=, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
+    page = request.page(params, prefix=ids.FILE, default_limit=20, max_limit=100)
     status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import multipart, objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import PAGE_FORWARD, accepts, choice
@@ -78,7 +78,7 @@ def _expires_in(fields: dict[str, str]) -> float | None:
 def list_files() -> dict:
     """``files.list(purpose=, limit=, order=, after=)`` → a cursor page of ``file`` objects."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=FILES_MAX_LIMIT, max_limit=FILES_MAX_LIMIT, before=False)
+    page = request.page(params, prefix=ids.FILE, default_limit=FILES_MAX_LIMIT, max_limit=FILES_MAX_LIMIT, before=False)
     purpose = params.get("purpose")
     with tenant_db() as conn:
         rows, has_more = file_rows.list_files(conn, current_tenant(), page, purpose=purpose)

@@ -144,7 +144,7 @@ def list_memories() -> dict:
     """A cursor page of the scope's memories (``user_id`` / ``agent_id`` / ``run_id``, optional ``memory_type``;
     ``include_inactive=true`` adds closed, archived and expired ones)."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
+    page = request.page(params, prefix=ids.MEMORY, default_limit=20, max_limit=100)
     parsed = request.validate(ListParams, {name: params[name] for name in (*SCOPE, "memory_type", "include_inactive")
                                            if name in params})
     with session() as (conn, ctx):
@@ -176,7 +176,7 @@ def memory_audit() -> dict:
     """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
     previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
     params = request.query(bp.current_request)
-    page = request.page({k: v for k, v in params.items() if k != "after"}, default_limit=20, max_limit=100,
+    page = request.page({k: v for k, v in params.items() if k != "after"}, prefix=None, default_limit=20, max_limit=100,
                         before=False)
     after = params.get("after")
     if after is not None and not after.isdigit():

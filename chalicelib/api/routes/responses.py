@@ -67,7 +67,7 @@ def delete_response(response_id: str) -> Response:
 @accepts(include=ARRAY, **PAGE)
 def list_input_items(response_id: str) -> dict:
     """``responses.input_items.list(id, limit=, order=, after=, include=)`` → a cursor page (default ``desc``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=None, default_limit=20, max_limit=100)
     data, has_more = _service().input_items(deps.current_settings(), current_tenant(), response_id, page,
                                          include=_include())
     return objects.cursor_page(data, has_more)

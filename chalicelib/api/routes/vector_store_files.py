@@ -7,7 +7,7 @@ from typing import get_args
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import PAGE, accepts, choice
@@ -39,7 +39,7 @@ def create_vector_store_file(vector_store_id: str) -> Response:
         vector_stores.require_active(store, objects.now())
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
         prepared = attach.prepare(conn, tenant, [(body.file_id, body.attributes, body.chunking_strategy)],
-                                  embedder=embedder, param=lambda i, field: field)
+                                  embedder=embedder, settings=deps.current_settings(), param=lambda i, field: field)
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared)
         vector_stores.touch(conn, tenant, [store])
@@ -53,7 +53,7 @@ def create_vector_store_file(vector_store_id: str) -> Response:
 def list_vector_store_files(vector_store_id: str) -> dict:
     """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
+    page = request.page(params, prefix=ids.FILE, default_limit=20, max_limit=100)
     status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:
