@@ -420,3 +420,52 @@ def test_the_readme_three_turn_conversation(lenient, strict, fake, configure):
     items = strict("readme-walkthrough")[0].conversations.items.list(conversation.id, order="asc")
     assert [(i.type, i.role) for i in items.data] == [("message", "user"), ("message", "assistant")] * 3
     fake.responder = None
+
+
+def _exchange_of(http: httpx.Client, response) -> None:
+    assert _wait_job(http, _usage(response)["memory_job_id"])["status"] == "completed"
+
+
+def test_stored_exchanges_can_be_listed_read_counted_and_deleted(strict, fake):
+    """Seed 004's ``/vget``, ``/vdelete`` and ``/vstats`` over the API, under the scope rules of memories: a list
+    names a scope and sees only its exchanges, an id is the tenant's, and a deleted exchange is no longer recalled."""
+    client, http = strict("exchanges-api")
+    other = strict("exchanges-api-other")[1]
+    answers = []
+    for user, question, answer in (("hal", "Where is the spare key?", "Under the blue flowerpot."),
+                                   ("hal", "When is the bin collected?", "On Tuesday mornings."),
+                                   ("ivy", "Where is the spare key?", "With the neighbour.")):
+        fake.push(text(answer))
+        r = client.responses.create(model="fake-model", input=question, extra_body={"memory": {"user_id": user}})
+        _exchange_of(http, r)
+        answers.append(r)
+    page = http.get("/memories/exchanges", params={"user_id": "hal", "order": "asc"})
+    assert page.status_code == 200, page.text
+    hal = page.json()["data"]
+    assert [e["assistant_response"] for e in hal] == ["Under the blue flowerpot.", "On Tuesday mornings."]
+    assert all(e["object"] == "memory.exchange" and e["user_id"] == "hal" and e["id"].startswith("exch_")
+               for e in hal)
+    assert hal[0]["response_id"] == answers[0].id
+    one = http.get(f"/memories/exchanges/{hal[0]['id']}").json()
+    assert one == hal[0]
+    assert other.get(f"/memories/exchanges/{hal[0]['id']}").status_code == 404  # another tenant's
+    assert other.get("/memories/exchanges", params={"user_id": "hal"}).json()["data"] == []
+    assert http.get("/memories/exchanges").status_code == 400  # a scope is required
+    stats = http.get("/memories/stats", params={"user_id": "hal"}).json()
+    assert stats["exchanges"] == 2 and stats["user_id"] == "hal"
+    assert http.get("/memories/stats").json()["exchanges"] == 3
+
+    fake.push(text("ok"))
+    before = client.responses.create(model="fake-model", input="Where is the spare key?",
+                                     extra_body={"memory": {"user_id": "hal", "remember": False}})
+    assert hal[0]["id"] in _usage(before)["ids"]
+    deleted = http.delete(f"/memories/exchanges/{hal[0]['id']}")
+    assert deleted.json() == {"id": hal[0]["id"], "object": "memory.exchange.deleted", "deleted": True}
+    assert http.delete(f"/memories/exchanges/{hal[0]['id']}").status_code == 404
+    fake.push(text("ok"))
+    after = client.responses.create(model="fake-model", input="Where is the spare key?",
+                                    extra_body={"memory": {"user_id": "hal", "remember": False}})
+    assert hal[0]["id"] not in _usage(after)["ids"]
+    assert [e["id"] for e in http.get("/memories/exchanges", params={"user_id": "hal"}).json()["data"]] == \
+        [hal[1]["id"]]
+    assert http.get("/memories/stats", params={"user_id": "ivy"}).json()["exchanges"] == 1  # ivy's untouched
