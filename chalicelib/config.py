@@ -33,6 +33,15 @@ ENV_AWS_REGION = "AWS_REGION"
 ENV_HNSW_EF_SEARCH = "ENGRAM_HNSW_EF_SEARCH"
 ENV_EXACT_SCAN_MAX_ROWS = "ENGRAM_EXACT_SCAN_MAX_ROWS"
 ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
+# What one parse may do (chalicelib/ingest/parse/limits.py: ParseLimits).
+ENV_PARSE_MAX_PAGES = "ENGRAM_PARSE_MAX_PAGES"
+ENV_PARSE_MAX_CHARS = "ENGRAM_PARSE_MAX_CHARS"
+ENV_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES = "ENGRAM_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES"
+ENV_PARSE_MAX_COMPRESSION_RATIO = "ENGRAM_PARSE_MAX_COMPRESSION_RATIO"
+ENV_PARSE_MAX_ZIP_MEMBERS = "ENGRAM_PARSE_MAX_ZIP_MEMBERS"
+ENV_PARSE_MAX_NESTING = "ENGRAM_PARSE_MAX_NESTING"
+ENV_PARSE_TIMEOUT_S = "ENGRAM_PARSE_TIMEOUT_S"
+ENV_PARSE_WALL_TIMEOUT_S = "ENGRAM_PARSE_WALL_TIMEOUT_S"
 ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
 ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
 ENV_DB_CONNECT_TIMEOUT_S = "ENGRAM_DB_CONNECT_TIMEOUT_S"
@@ -148,6 +157,15 @@ class Settings:
     # HNSW scan (search/vector.py: prefer_exact); 0 forces HNSW.
     exact_scan_max_rows: int = setting(10_000, ENV_EXACT_SCAN_MAX_ROWS)
     max_file_bytes: int = setting(512 * 1024 * 1024, ENV_MAX_FILE_BYTES)  # largest file ingested (OpenAI's limit)
+    # What one parse may do (Engram's own bounds: ParseLimits says why each is sized as it is).
+    parse_max_pages: int = setting(5000, ENV_PARSE_MAX_PAGES)  # pages of a PDF
+    parse_max_chars: int = setting(50_000_000, ENV_PARSE_MAX_CHARS)  # characters of extracted text
+    parse_max_docx_uncompressed_bytes: int = setting(200 * 1024 * 1024, ENV_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES)
+    parse_max_compression_ratio: float = setting(100.0, ENV_PARSE_MAX_COMPRESSION_RATIO)  # a DOCX zip member's
+    parse_max_zip_members: int = setting(10_000, ENV_PARSE_MAX_ZIP_MEMBERS)
+    parse_max_nesting: int = setting(100, ENV_PARSE_MAX_NESTING)  # JSON values, DOCX tables in tables
+    parse_timeout_s: float = setting(120.0, ENV_PARSE_TIMEOUT_S)  # CPU seconds of the parsing thread
+    parse_wall_timeout_s: float = setting(600.0, ENV_PARSE_WALL_TIMEOUT_S)  # wall-clock cap (retryable)
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
     db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
     # Longest one connection attempt may take, seconds (libpq ``connect_timeout``: TCP connect, TLS, authentication;

@@ -67,8 +67,9 @@ from chalicelib import deps
 from chalicelib.api import health as checks
 from chalicelib.api.context import resolve_tenant
 from chalicelib.api.middleware import database_unavailable, error_response
+from chalicelib.api.query import parse
 from chalicelib.errors import EngramError, NotFoundError
-from chalicelib.validation import parse_json_object, unknown_parameter
+from chalicelib.validation import parse_json_object
 
 logger = logging.getLogger("engram.responses.stream")
 
@@ -133,8 +134,7 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, quer
             raise NotFoundError(f"Invalid URL ({method.upper()} {route}): this endpoint only creates responses.",
                                 code=None)
         tenant = resolve_tenant(lowered.get("authorization"))
-        for name in parse_qs(query, keep_blank_values=True):
-            raise unknown_parameter(name)
+        parse({}, parse_qs(query, keep_blank_values=True))  # the route declares no parameter
         payload = parse_json_object(body)  # the API's own decoder: same 400s, before any event
         settings = deps.current_settings()
         from chalicelib.responses import service

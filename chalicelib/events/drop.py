@@ -267,6 +267,11 @@ def _check_size(conn: psycopg.Connection, settings: Settings, key: DropKey, reco
     limit, source = tenants.max_file_bytes(conn, key.tenant, settings.max_file_bytes)
     if record.size > limit:
         raise _DropError("file_too_large", f"{key.path} is {record.size:,} bytes; {source} is {limit:,} bytes.")
+    from chalicelib.ingest import parse
+
+    too_large = parse.refusal_by_size(key.path, record.size, parse.ParseLimits.from_settings(settings))
+    if too_large is not None:
+        raise _DropError("file_too_large", f"{too_large}; ingestion would refuse it.")
 
 
 def _file(conn: psycopg.Connection, row: DropObject, key: DropKey, record: S3Record) -> str:

@@ -202,12 +202,9 @@ def _stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mes
         return _end(conn, job, "rejected", {"code": exc.code or "file_content_missing", "message": exc.message})
     if data is None:
         return _supersede(conn, job)
-    if len(data) > settings.max_file_bytes:
-        return _end(conn, job, "rejected", {"code": "invalid_file", "message": f"File is {len(data):,} bytes; the "
-                                            f"limit is {settings.max_file_bytes:,} bytes."})
     strategy = resolve_chunking_strategy(context.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
     try:
-        document = parse_document(data, context.filename or "", limits=ParseLimits())
+        document = parse_document(data, context.filename or "", limits=ParseLimits.from_settings(settings))
         chunks = chunk_document(document, strategy, embedder.tokenizer)
     except DocumentError as exc:
         return _end(conn, job, "rejected", {"code": exc.code or "invalid_file", "message": exc.message})

@@ -37,6 +37,7 @@ from chalicelib.embed.base import Embedder
 from chalicelib.errors import NotFoundError
 from chalicelib.memory import add_jobs, archive, audit, documents, exchanges, llm, manage, persona, store, write
 from chalicelib.memory import recall as ranking  # the search module (the service has recall_context)
+from chalicelib.memory.exchanges import Exchange
 from chalicelib.memory.model import Memory, MemoryScope
 from chalicelib.store import idempotency
 from chalicelib.store.paging import Page
@@ -271,8 +272,31 @@ def history(conn: psycopg.Connection, ctx: Context, memory_id: str) -> tuple[lis
 
 
 def stats(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, Any]:
-    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type."""
-    return store.stats(conn, ctx.tenant_id, scope)
+    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type, and of its stored
+    ``exchanges`` (:func:`chalicelib.memory.store.stats`'s keys plus ``exchanges``)."""
+    return {**store.stats(conn, ctx.tenant_id, scope), "exchanges": exchanges.count(conn, ctx.tenant_id, scope)}
+
+
+def exchanges_page(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, page: Page, *,
+                   thread_id: str | None = None, session_id: str | None = None) -> tuple[list[Exchange], bool]:
+    """One cursor page of the scope's stored exchanges (seed 004's ``/vget``: optionally one ``thread_id`` or
+    ``session_id``), newest first by default: ``(exchanges, has_more)``."""
+    return exchanges.list_page(conn, ctx.tenant_id, scope, page, thread_id=thread_id, session_id=session_id)
+
+
+def exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> Exchange:
+    """One stored exchange.
+
+    Raises:
+        NotFoundError: no such exchange for this tenant.
+    """
+    return exchanges.get(conn, ctx.tenant_id, exchange_id)
+
+
+def delete_exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> bool:
+    """Delete one stored exchange (seed 004's ``/vdelete``: recall no longer finds it; the conversation or response
+    it came from is untouched); False when there was none."""
+    return exchanges.delete(conn, ctx.tenant_id, exchange_id)
 
 
 def entities(conn: psycopg.Connection, ctx: Context, *, limit: int, offset: int = 0) -> tuple[list[store.Entity],
@@ -335,8 +359,9 @@ def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str
     return manage.delete_many(conn, ctx.tenant_id, memory_ids, actor=ctx.actor, param=param)
 
 
-def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope) -> dict[str, int]:
-    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind."""
+def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, int]:
+    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind. ``scope`` None
+    purges every user, agent and run of the tenant (the API asks for ``all=true`` to say so)."""
     return manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
 
 

@@ -290,6 +290,8 @@ GROUP BY kind, name ORDER BY max(updated_at) DESC, kind, name LIMIT %(limit)s OF
 _ENTITY_COUNT = """SELECT (SELECT count(DISTINCT user_id) FROM memories WHERE tenant_id = %(tenant)s)
     + (SELECT count(DISTINCT agent_id) FROM memories WHERE tenant_id = %(tenant)s)
     + (SELECT count(DISTINCT run_id) FROM memories WHERE tenant_id = %(tenant)s)"""
+# Every row of a memory scope (a tenant-wide purge): idempotency records of other APIs name no scope.
+_ANY_SCOPE = "(user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)"
 _PURGE_CACHE = """DELETE FROM embedding_cache WHERE tenant_id = %(tenant)s AND sha256 = ANY(%(hashes)s)"""
 
 
@@ -791,12 +793,13 @@ def exchange_text(prompt: str, answer: str) -> str:
     return f"User: {prompt}\nAssistant: {answer}"
 
 
-def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope) -> dict[str, int]:
+def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -> dict[str, int]:
     """Remove everything that holds the scope's text: its memories, their history, add jobs, idempotency records,
-    exchanges and the embeddings cached for those texts. Returns rows removed per kind. Call inside a transaction."""
+    exchanges and the embeddings cached for those texts (``scope`` None: every scope of the tenant, i.e. every row
+    that names a user, agent or run). Returns rows removed per kind. Call inside a transaction."""
     from chalicelib.store.embedding_cache import text_hash as cache_hash
 
-    predicate, params = scope_predicate(scope)
+    predicate, params = scope_predicate(scope) if scope is not None else (sql.SQL(_ANY_SCOPE), {})
     params = {**params, "tenant": tenant_id}
     texts = {row[0] for row in conn.execute(sql.SQL(_PURGE_TEXTS).format(scope=predicate), params)}
     for prompt, answer in conn.execute(sql.SQL(_PURGE_EXCHANGE_TEXTS).format(scope=predicate), params):

@@ -389,6 +389,7 @@ class MemorySearchCallItem(BaseModel):
     run_id: Ignored = None
     usage: Ignored = None
     memory_job_id: Ignored = None
+    content: Ignored = None
 
 
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem | MemorySearchCallItem
