@@ -419,20 +419,22 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
            score_threshold: float, with_exchanges: bool, exchange_threshold: float) -> Recalled:
     """What to remind a model of before it answers ``text``: the scope's best memories (``top_k`` scoring at
     least ``score_threshold``) and, ``with_exchanges``, its earlier exchanges of cosine similarity at least
-    ``exchange_threshold`` — one embedding of ``text`` for both, on the caller's connection.
+    ``exchange_threshold`` — on the caller's connection. The memories are ranked by :func:`search`'s own path
+    (``POST /v1/memories/search`` ranks alike), and its question — ``text`` without the scope's speakers it names,
+    embedded once — is the one asked of the exchanges too.
 
     Raises:
         UpstreamError: embedding failed; psycopg errors (the caller degrades gracefully).
     """
     if not text.strip():
         return Recalled()
-    vector = ctx.embedder.embed([text])[0]
-    hits = ranking.search(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
-                                                                         score_threshold=score_threshold),
-                         embedder=ctx.embedder, vector=vector)
-    found = (exchanges.search(conn, ctx.settings, ctx.tenant_id, scope, text, embedder=ctx.embedder, limit=top_k,
-                              threshold=exchange_threshold, vector=vector) if with_exchanges else [])
-    return Recalled(hits, found, ctx.embedder.tokenizer.count(text))
+    asked = ranking.searched(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
+                                                                            score_threshold=score_threshold),
+                             embedder=ctx.embedder)
+    found = (exchanges.search(conn, ctx.settings, ctx.tenant_id, scope, asked.text, embedder=ctx.embedder,
+                              limit=top_k, threshold=exchange_threshold, vector=asked.vector)
+             if with_exchanges else [])
+    return Recalled(asked.hits, found, ctx.embedder.tokenizer.count(asked.text))
 
 
 def thread_of(conn: psycopg.Connection, ctx: Context, response_id: str) -> str | None:
