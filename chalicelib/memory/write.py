@@ -39,7 +39,7 @@ from chalicelib.memory import exchanges, store
 from chalicelib.memory.exchanges import NewExchange
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
 
-__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "apply", "plan"]
+__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "after_write", "apply", "plan"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -167,7 +167,23 @@ def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: A
     result = plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
     with conn.transaction():
         apply(conn, tenant_id, request, result, embedder=embedder)
+    after_write(conn, settings, tenant_id, request)
     return result
+
+
+def after_write(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest) -> None:
+    """After an add committed: its user's history written to a backend that takes writes at once
+    (:func:`chalicelib.search.backends.partition_sync.after_add`: Qdrant; pgvector's bodies are the
+    ``index_memories`` job's). Never raises."""
+    from chalicelib.search.backends import partition_sync
+    from chalicelib.search.corpus import EXCHANGES, MEMORIES
+
+    user_id = request.scope.user_id
+    if user_id is None:
+        return
+    partition_sync.after_add(conn, settings, MEMORIES, tenant_id, user_id)
+    if request.exchange is not None:
+        partition_sync.after_add(conn, settings, EXCHANGES, tenant_id, user_id)
 
 
 def plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,

@@ -39,7 +39,7 @@ import psycopg
 from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
-from chalicelib.search.backends import VectorBackend
+from chalicelib.search.backends import CandidateLegs
 from chalicelib.search.backends.pgvector import PGVECTOR
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
@@ -96,7 +96,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
          threshold: float = 0.0, index: HnswIndex | None = None,
-         backend: VectorBackend = PGVECTOR, rerank: bool = True) -> list[Ranked]:
+         backend: CandidateLegs = PGVECTOR, rerank: bool = True) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
@@ -108,7 +108,8 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
     recall reuses its query vector); else they are embedded here. ``backend`` proposes each leg's candidates
-    (:mod:`chalicelib.search.backends`; pgvector by default, the only one for memories); the evidence and the
+    (:mod:`chalicelib.search.backends`; pgvector by default; a user's history: its partition's legs,
+    :class:`chalicelib.search.partitions.PartitionLegs`); the evidence and the
     relevance are computed here alike for every backend.
 
     With ``limit``, only a prefix of that list comes back — one holding ``limit`` rows whose relevance reaches

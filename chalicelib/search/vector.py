@@ -126,6 +126,17 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
                         "ORDER BY {d} LIMIT %(limit)s").format(
         id=scope.corpus.row_id(), d=distance, table=scope.corpus.identifier(), where=clause)
     params.update(q=_as_list(query_vector), limit=limit)
+    rows = with_hnsw_settings(conn, statement, params, ef=ef, iterative_scan=iterative_scan)
+    # relaxed_order may return rows slightly out of order (and the index orders by its own precision): re-sort by
+    # the exact distance.
+    return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: r[1])
+
+
+def with_hnsw_settings(conn: psycopg.Connection, statement: sql.Composed, params: dict[str, Any], *, ef: int,
+                       iterative_scan: bool) -> list[tuple[Any, ...]]:
+    """The rows of ``statement`` run with ``hnsw.ef_search`` = ``ef`` and, with ``iterative_scan`` (pgvector ≥
+    0.8), iterative scans in relaxed order up to :data:`ITERATIVE_MAX_SCAN_TUPLES` tuples, the settings local to
+    it."""
     # One round trip, two statements: the settings, then the query, pipelined with no Sync between them. The
     # extended query protocol runs a pipeline's statements up to its Sync as one implicit transaction (PostgreSQL
     # docs, "Pipelining"), so settings made local by set_config(…, true) hold for the query and are gone after it, as
@@ -135,10 +146,7 @@ def _hnsw(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[f
         conn.execute(_HNSW_SETTINGS if iterative_scan else _HNSW_EF_SETTING,
                      {"ef": str(ef), "max_tuples": str(ITERATIVE_MAX_SCAN_TUPLES)})
         cursor = conn.execute(statement, params)
-    rows = cursor.fetchall()
-    # relaxed_order may return rows slightly out of order (and the index orders by its own precision): re-sort by
-    # the exact distance.
-    return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: r[1])
+    return cursor.fetchall()
 
 
 def _exact(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int,
