@@ -183,10 +183,10 @@ def load_locomo(path: Path) -> tuple[list[Session], list[Question], dict[str, da
 
 
 def ingest_locomo(conn: psycopg.Connection, settings: Any, sessions: list[Session],
-                  embedder: Embedder) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
-    """Add every session (skipped for a conversation already stored whole); returns ``{user_id: {memory text
-    hash: dia_id}}`` (the first turn with that text: later exact duplicates are NOOP) and timings."""
-    ensure_tenant(conn, TENANT)
+                  embedder: Embedder, tenant: str = TENANT) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
+    """Add every session to ``tenant`` (skipped for a conversation already stored whole); returns ``{user_id:
+    {memory text hash: dia_id}}`` (the first turn with that text: later exact duplicates are NOOP) and timings."""
+    ensure_tenant(conn, tenant)
     mapping: dict[str, dict[str, str]] = {}
     expected: dict[str, int] = {}
     for session in sessions:
@@ -195,12 +195,12 @@ def ingest_locomo(conn: psycopg.Connection, settings: Any, sessions: list[Sessio
             turns.setdefault(text_hash(text), dia_id)
         expected[session.user_id] = len(turns)
     stored = dict(conn.execute("SELECT user_id, count(*) FROM memories WHERE tenant_id = %s GROUP BY 1",
-                               (TENANT,)).fetchall())
+                               (tenant,)).fetchall())
     timing = {"add_s": 0.0, "memories_added": 0}
     todo = {u for u, n in expected.items() if stored.get(u) != n}
     for user_id in todo:
         if stored.get(user_id):
-            conn.execute("DELETE FROM memories WHERE tenant_id = %s AND user_id = %s", (TENANT, user_id))
+            conn.execute("DELETE FROM memories WHERE tenant_id = %s AND user_id = %s", (tenant, user_id))
     started = time.perf_counter()
     for session in sessions:
         if session.user_id not in todo:
@@ -208,7 +208,7 @@ def ingest_locomo(conn: psycopg.Connection, settings: Any, sessions: list[Sessio
         request = write.AddRequest(
             messages=tuple(write.InputMessage(role, text, speaker) for _, role, speaker, text in session.turns),
             scope=MemoryScope(user_id=session.user_id), infer=False, timestamp=session.date)
-        result = write.add(conn, settings, TENANT, request, embedder=embedder, backend=None, model=None)
+        result = write.add(conn, settings, tenant, request, embedder=embedder, backend=None, model=None)
         timing["memories_added"] += sum(c.event == "ADD" for c in result.changes)
         print(f"  added {session.user_id} session {session.number}: {len(session.turns)} turns "
               f"({time.perf_counter() - started:.0f}s)", flush=True)
@@ -240,22 +240,24 @@ DEFAULT_VARIANT = "default (all signals)"
 
 def evaluate(conn: psycopg.Connection, settings: Any, questions: list[Question], mapping: dict[str, dict[str, str]],
              last: dict[str, datetime], embedder: Embedder, make_query: Callable[[Question], recall.Query],
-             now_mode: str) -> tuple[dict[str, dict[str, float]], list[float], dict[str, list[str]]]:
-    """Per category (and ``overall``) mean metrics, the per-question search times (s) and the rankings."""
+             now_mode: str, tenant: str = TENANT) -> tuple[dict[str, dict[str, float]], list[float],
+                                                           dict[str, list[str]]]:
+    """Per category (and ``overall``) mean metrics, the per-question search times (s) and the rankings (each
+    question's ranked memory texts' hashes)."""
     per: dict[str, list[dict[str, float]]] = {}
     times: list[float] = []
     rankings: dict[str, list[str]] = {}
     for q in questions:
         now = last[q.user_id] + timedelta(days=1) if now_mode == "end" else datetime.now(UTC)
         started = time.perf_counter()
-        hits = recall.search(conn, settings, TENANT, make_query(q), embedder=embedder, now=now, touch=False)
+        hits = recall.search(conn, settings, tenant, make_query(q), embedder=embedder, now=now, touch=False)
         times.append(time.perf_counter() - started)
         ranked: list[str] = []
         for hit in hits:
             dia_id = mapping[q.user_id].get(text_hash(hit.memory.memory))
             if dia_id is not None and dia_id not in ranked:
                 ranked.append(dia_id)
-        rankings[q.qa_id] = ranked
+        rankings[q.qa_id] = [text_hash(hit.memory.memory) for hit in hits]
         values = score(ranked, q.evidence)
         per.setdefault("overall", []).append(values)
         per.setdefault(str(q.category), []).append(values)
@@ -341,9 +343,39 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
         print_recall_table(name, means, times)
         results[name] = {"metrics": means, "search_ms_p50": round(percentile(times, 50) * 1000, 2),
                          "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
+    agreement = _other_backends(conn, settings, args, sessions, questions, last, embedder, results, mapping)
     conn.close()
     return {"questions": len(questions), "model": embedder.model, "now": args.now,
-            "decay_floor": settings.memory_decay_floor, "variants": results}
+            "decay_floor": settings.memory_decay_floor, "variants": results, "backends": agreement}
+
+
+def _other_backends(conn: psycopg.Connection, settings: Any, args: argparse.Namespace, sessions: list[Session],
+                    questions: list[Question], last: dict[str, datetime], embedder: Embedder,
+                    results: dict[str, Any], reference_mapping: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The default recall with the memories on each other backend of ``--backends`` (a tenant of its own, the same
+    sessions added the same way and indexed), and how often its top 10 is pgvector's: the same memories in the
+    same order, and the same memories."""
+    out: dict[str, Any] = {}
+    default = recall_variants(argparse.Namespace(ablation=False, strategies=[]))[DEFAULT_VARIANT]
+    _, _, reference = evaluate(conn, settings, questions, reference_mapping, last, embedder, default, args.now)
+    for backend in [b for b in args.backends if b != "pgvector"]:
+        tenant = f"{TENANT}-{backend}"
+        ensure_tenant(conn, tenant)
+        conn.execute("UPDATE tenants SET memory_backend = %s WHERE id = %s", (backend, tenant))
+        mapping, _ = ingest_locomo(conn, settings, sessions, embedder, tenant)
+        _index_histories(conn, settings, tenant)
+        means, times, rankings = evaluate(conn, settings, questions, mapping, last, embedder, default, args.now,
+                                          tenant)
+        print_recall_table(f"{DEFAULT_VARIANT}, memories on {backend}", means, times)
+        ordered = sum(rankings[q][:10] == reference[q][:10] for q in reference) / len(reference)
+        same = sum(set(rankings[q][:10]) == set(reference[q][:10]) for q in reference) / len(reference)
+        print(f"  top 10 the same as pgvector's: {ordered:.3f} of questions in the same order, {same:.3f} as sets "
+              "(target >= 0.95)")
+        results[f"{DEFAULT_VARIANT}, memories on {backend}"] = {
+            "metrics": means, "search_ms_p50": round(percentile(times, 50) * 1000, 2),
+            "search_ms_p95": round(percentile(times, 95) * 1000, 2)}
+        out[backend] = {"top10_same_order": round(ordered, 4), "top10_same_set": round(same, 4)}
+    return out
 
 
 # --------------------------------------------------------------------------------------------- part 2: scale

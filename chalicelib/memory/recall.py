@@ -254,7 +254,8 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
     ranked = rank(conn, MEMORIES, scope, [text], embedder=embedder, settings=settings, depth=depth,
                   where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
                   weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9),
-                  backend=PartitionLegs(settings, query.scope.named()) if scope.user is not None else PGVECTOR)
+                  backend=PartitionLegs(settings, query.scope.named()) if scope.user is not None else PGVECTOR,
+                  similarities=False)  # (the candidates statement reads every candidate's similarity)
     if not ranked:
         return Searched([], text, vector)
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0

@@ -364,8 +364,19 @@ def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str
 
 def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, int]:
     """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind. ``scope`` None
-    purges every user, agent and run of the tenant (the API asks for ``all=true`` to say so)."""
-    return manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
+    purges every user, agent and run of the tenant (the API asks for ``all=true`` to say so). A purged user's
+    history is also dropped from its vector backend (:func:`partition_sync.forget`).
+
+    Raises:
+        UpstreamError: the memories are purged, but a vector backend could not drop the user's index (the
+            index_memories job finishes it; Postgres holds none of the text).
+    """
+    from chalicelib.search.backends import partition_sync
+
+    counts = manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
+    if scope is None or (scope.user_id is not None and scope.agent_id is None and scope.run_id is None):
+        partition_sync.forget(conn, ctx.settings, ctx.tenant_id, scope.user_id if scope is not None else None)
+    return counts
 
 
 def delete_entity(conn: psycopg.Connection, ctx: Context, kind: str, name: str) -> dict[str, int]:

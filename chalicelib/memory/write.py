@@ -284,19 +284,20 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
             events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
                                       {"previous_version": snapshot}))
     inserts = [c for c in writes if c.event in ("ADD", "INVALIDATE")]
-    rows = store.insert_many(conn, tenant_id, [(ids.new_id(ids.MEMORY), _new_memory(request, c, embedder.model))
-                                               for c in inserts])
-    for change, new in zip(inserts, rows):
-        change.id = new.id
+    for change in inserts:
+        change.id = ids.new_id(ids.MEMORY)
+    store.insert_many(conn, tenant_id, [(c.id, _new_memory(request, c, embedder.model)) for c in inserts if c.id])
+    for change in inserts:
+        assert change.id is not None
         target = change.target
         invalidates = change.event == "INVALIDATE" and target is not None
-        events.append(store.HistoryEvent(new, scope, "ADD", None, new.memory, actor,
+        events.append(store.HistoryEvent(change.id, scope, "ADD", None, change.text, actor,
                                   {"invalidates": target.id} if invalidates and target is not None else {}))
         if invalidates and target is not None:
             ends = max(valid_from, target.valid_from) if valid_from else None
-            store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=new.id)
-            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
-                                      {"invalidated_by": new.id}))
+            store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=change.id)
+            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, change.text, actor,
+                                      {"invalidated_by": change.id}))
     store.record_many(conn, tenant_id, events)
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
     if request.exchange is not None and result.exchange_vector is not None:

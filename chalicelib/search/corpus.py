@@ -76,6 +76,7 @@ class Partition:
         backend: the vector backend holding its body's indexes (a name of ``config.VECTOR_BACKEND_ADAPTERS``).
         indexed_through: the body is the rows with ``seq`` ≤ this, less ``pending``; the rest is the tail.
         pending: body rows changed or deleted since they were indexed (out of the body, read with the tail).
+        tail: the ids of the rows after the body, when they were at most a few thousand (None: more, or no body).
         body_rows, body_length: how many rows the body holds and their lexemes in all (BM25 statistics).
         avgdl_ref: the average length the body's postings were weighted with (None: no body).
         speakers: the distinct speakers of the body's rows (at most 1,000).
@@ -91,6 +92,7 @@ class Partition:
     backend: str = ""
     indexed_through: int = 0
     pending: tuple[int, ...] = ()
+    tail: tuple[int, ...] | None = None
     body_rows: int = 0
     body_length: int = 0
     avgdl_ref: float | None = None

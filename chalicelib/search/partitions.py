@@ -38,11 +38,14 @@ from chalicelib.search.keyword import KeywordLeg, QueryTerms, terms_of
 from chalicelib.search.vector import VectorScope, distances, vector_search
 from chalicelib.store.vector_stores import HnswIndex
 
-__all__ = ["BM25", "PartitionLegs", "floats", "PartitionSearch", "TAG_DIMENSIONS", "lookup", "tail_predicate",
-           "user_partition"]
+__all__ = ["BM25", "TAG_DIMENSIONS", "TAIL_IDS", "PartitionLegs", "PartitionSearch", "floats", "lookup",
+           "tail_predicate", "user_partition"]
 
 # The dimensions of a partition's tag appended to a pgvector body's vectors (migration 0030, engram_partition_tag).
 TAG_DIMENSIONS = 64
+# A search reads the ids of a partition's tail when there are at most this many (else it reads the tail by a range
+# of the user's index).
+TAIL_IDS = 5000
 # A body leg asking a backend that checks the scope after it proposes (Qdrant) asks for this many times the rows.
 BODY_OVERFETCH = 2
 
@@ -63,21 +66,30 @@ _TAIL_KEYWORD = """
 SELECT m.{id}, b.score FROM {table} m CROSS JOIN LATERAL {bm25} AS b
 WHERE {check} AND {tail} AND b.score > 0 ORDER BY b.score DESC, m.{id} LIMIT %(limit)s"""
 
+# (The tail's ids are read in the user's index order: it holds them after the body's; a cap bounds the read.)
 _LOOKUP = """
 SELECT p.partition_key, p.backend, p.indexed_through, p.body_rows, p.body_length, p.avgdl_ref, p.speakers,
-       p.dimensions, coalesce((SELECT array_agg(x.seq ORDER BY x.seq) FROM memory_index_pending x
-                 WHERE x.partition_key = p.partition_key), '{}'),
+       p.dimensions,
+       CASE WHEN p.indexed_through > 0 THEN (
+           SELECT coalesce(array_agg(t.{id}), '{{}}') FROM (
+               SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s
+                 AND ({user}, {id}) > (%(user)s, p.indexed_through)
+               ORDER BY tenant_id, {user}, {id} LIMIT %(cap)s) AS t) END,
+       coalesce((SELECT array_agg(x.seq ORDER BY x.seq) FROM memory_index_pending x
+                 WHERE x.partition_key = p.partition_key), '{{}}'),
        (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
        (SELECT o.opcname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
         JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE c.relname = %(index)s)
 FROM (SELECT 1) AS one
 LEFT JOIN memory_partitions p ON p.tenant_id = %(tenant)s AND p.corpus = %(corpus)s AND p.user_id = %(user)s"""
-# The tail: rows after the body, and body rows changed since they were indexed. (Without pending rows, a range of the
-# user's index: an OR would make the planner read every row of the user.) Statements over the tail are never
-# prepared (``prepare=False``): a generic plan, blind to the bound, may walk memories_seq_key through every user's
-# rows after it (~180 ms at 111,000 rows against 0.3).
-_TAIL = "{seq} > %(tail_through)s"
-_TAIL_PENDING = "({seq} > %(tail_through)s OR {seq} = ANY(%(tail_pending)s))"
+# The tail: rows after the body, and body rows changed since they were indexed. Written as a range of the user's
+# index (tenant, user, seq): `seq > bound` alone let the planner walk memories_seq_key through every row written
+# after the bound, everyone's (~180 ms at 111,000 rows, against 0.3), and an OR with the pending rows would read
+# every row of the user, so that form is used only while some are pending. Statements over the tail are never
+# prepared (``prepare=False``): a generic plan is blind to the bound.
+_TAIL = "({user}, {seq}) > (%(tail_user)s, %(tail_through)s)"
+_TAIL_IDS = "{seq} = ANY(%(tail_ids)s)"
+_TAIL_PENDING = "(({user}, {seq}) > (%(tail_user)s, %(tail_through)s) OR {seq} = ANY(%(tail_pending)s))"
 _WHOLE = "TRUE"
 # BM25 statistics of the query's lexemes over every row of the user: the body's (kept) plus the tail's (counted).
 _TERMS = """
@@ -139,16 +151,20 @@ def lookup(conn: psycopg.Connection, corpus: Corpus, tenant_id: str, user_id: st
     tail), with what its pgvector body needs to be searched with vectors of ``dimension`` floats."""
     from chalicelib.search.backends.pgvector_partitions import index_name
 
-    row = conn.execute(_LOOKUP, {"tenant": tenant_id, "corpus": corpus.name, "user": user_id,
-                                 "index": index_name(dimension)}).fetchone()
+    statement = sql.SQL(_LOOKUP).format(id=corpus.row_id(), table=corpus.identifier(),
+                                        user=sql.Identifier(corpus.partitioned_by or ""))
+    row = conn.execute(statement, {"tenant": tenant_id, "corpus": corpus.name, "user": user_id,
+                                   "index": index_name(dimension), "cap": TAIL_IDS + 1}, prepare=False).fetchone()
     assert row is not None
-    key, backend, through, body_rows, body_length, avgdl_ref, speakers, dimensions, pending, version, opclass = row
+    key, backend, through, body_rows, body_length, avgdl_ref, speakers, dimensions, tail, pending, version, \
+        opclass = row
     parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
     kind = None if opclass is None else ("halfvec" if opclass.startswith("halfvec") else "vector")
     if key is None:
         return Partition(corpus.name, tenant_id, user_id, index_kind=kind, iterative_scan=parsed >= (0, 8, 0))
     return Partition(corpus.name, tenant_id, user_id, key=int(key), backend=backend, indexed_through=int(through),
                      pending=tuple(int(s) for s in pending), body_rows=int(body_rows), body_length=int(body_length),
+                     tail=tuple(int(s) for s in tail) if tail is not None and len(tail) <= TAIL_IDS else None,
                      avgdl_ref=float(avgdl_ref) if avgdl_ref is not None else None,
                      speakers=tuple(speakers or ()), dimensions=tuple(dimensions or ()), index_kind=kind,
                      iterative_scan=parsed >= (0, 8, 0))
@@ -157,12 +173,16 @@ def lookup(conn: psycopg.Connection, corpus: Corpus, tenant_id: str, user_id: st
 def tail_predicate(corpus: Corpus, partition: Partition) -> tuple[sql.Composable, dict[str, Any]]:
     """The SQL boolean (alias-free) of the partition's tail rows, with its params (run statements using it with
     ``prepare=False``)."""
-    if partition.pending:
-        template = _TAIL_PENDING
+    if partition.indexed_through <= 0 and not partition.pending:
+        template = _WHOLE
+    elif partition.tail is not None:  # (the usual case: the ids, each a lookup of the row)
+        template = _TAIL_IDS
     else:
-        template = _TAIL if partition.indexed_through > 0 else _WHOLE
-    return (sql.SQL(template).format(seq=corpus.row_id()),
-            {"tail_through": partition.indexed_through, "tail_pending": list(partition.pending)})
+        template = _TAIL_PENDING if partition.pending else _TAIL
+    return (sql.SQL(template).format(seq=corpus.row_id(), user=sql.Identifier(corpus.partitioned_by or "")),
+            {"tail_through": partition.indexed_through, "tail_pending": list(partition.pending),
+             "tail_user": partition.user_id,
+             "tail_ids": sorted({*(partition.tail or ()), *partition.pending})})
 
 
 def _tail_scope(corpus: Corpus, scope: Scope) -> Scope:

@@ -96,14 +96,16 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
          threshold: float = 0.0, index: HnswIndex | None = None,
-         backend: CandidateLegs = PGVECTOR, rerank: bool = True) -> list[Ranked]:
+         backend: CandidateLegs = PGVECTOR, rerank: bool = True, similarities: bool = True) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
     ``max(limit, FUSION_WINDOW)`` of them (all of them without ``limit``) in relevance order (module docstring);
     when the rest is read too (below), the whole list is in relevance order. ``rerank=False`` (OpenAI's ranker
     ``none``) keeps hybrid ranking in fusion order: every row still carries its relevance, which then need not
-    descend along the list. ``index``: the corpus's HNSW index
+    descend along the list. ``similarities=False``: a caller that reads every candidate's similarity itself (memory
+    recall, with its ranking rows) skips reading those only the keyword leg found (their ``similarity`` and
+    ``relevance`` then count the vector leg's evidence alone). ``index``: the corpus's HNSW index
     when the caller has read it already (:func:`chalicelib.store.vector_stores.hnsw_index`; else it is read here,
     for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
@@ -168,7 +170,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
             break
         candidates = [int(row_id) for row_id, _ in batch]
         for ev, q in zip(evidence, queries, strict=True):
-            if use_vector and not ev.vector_complete and ev.vector is not None:
+            if similarities and use_vector and not ev.vector_complete and ev.vector is not None:
                 missing = [c for c in candidates if c not in ev.similarity]
                 ev.similarity.update((row_id, _similarity(d)) for row_id, d in
                                      backend.distances(conn, vector_scope, ev.vector, missing).items())

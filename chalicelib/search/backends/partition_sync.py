@@ -32,8 +32,8 @@ from chalicelib.config import Settings
 from chalicelib.search.backends import VectorBackend, for_backend
 from chalicelib.search.corpus import EXCHANGES, MEMORIES, Corpus, Partition
 
-__all__ = ["CORPORA", "WRITE_BATCH", "IndexCounts", "after_add", "index_pending", "move_step", "moves_left",
-           "partition_backend", "start_move", "write_tail"]
+__all__ = ["CORPORA", "WRITE_BATCH", "IndexCounts", "after_add", "forget", "index_pending", "move_step",
+           "moves_left", "partition_backend", "start_move", "write_tail"]
 
 logger = logging.getLogger("engram.search")
 
@@ -56,37 +56,47 @@ VALUES (%(tenant)s, %(corpus)s, %(user)s,
         coalesce((SELECT memory_backend FROM tenants WHERE id = %(tenant)s), %(default)s))
 ON CONFLICT (tenant_id, corpus, user_id) DO NOTHING"""
 _LOCK = """SELECT partition_key, backend, indexed_through, body_rows, body_length, avgdl_ref, moving_to, moved_through,
-    dimensions
+    dimensions, speakers
 FROM memory_partitions WHERE tenant_id = %(tenant)s AND corpus = %(corpus)s AND user_id = %(user)s FOR UPDATE"""
 _BACKEND = """SELECT coalesce(p.backend, t.memory_backend, %(default)s) FROM tenants t
 LEFT JOIN memory_partitions p ON p.tenant_id = t.id AND p.corpus = %(corpus)s AND p.user_id = %(user)s
 WHERE t.id = %(tenant)s"""
-_PENDING = "SELECT seq FROM memory_index_pending WHERE partition_key = %(part)s ORDER BY seq LIMIT %(limit)s"
+# The batch: the pending rows, then the oldest tail rows (in the user's index order: ordered by seq alone, a
+# prepared generic plan may walk memories_seq_key through every user's rows; it is never prepared either).
+_WORK = """
+SELECT (SELECT array_agg(seq ORDER BY seq) FROM (SELECT seq FROM memory_index_pending WHERE partition_key = %(part)s
+                                                 ORDER BY seq LIMIT %(limit)s) AS p),
+       (SELECT array_agg({id} ORDER BY {id}) FROM (
+            SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s
+              AND ({user}, {id}) > (%(user)s, %(through)s)
+            ORDER BY tenant_id, {user}, {id} LIMIT %(limit)s) AS t)"""
 _EXISTING = "SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s AND {id} = ANY(%(seqs)s)"
-_NEW = """SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s AND {id} > %(through)s
-ORDER BY {id} LIMIT %(limit)s"""
 _COUNT = """SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s
 LIMIT %(limit)s) AS bounded"""
 _ADD_STATS = """
-WITH r AS (SELECT keywords, keyword_length FROM {table} WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)),
+WITH r AS (SELECT keywords, keyword_length, embedding_dim, {speaker} AS speaker FROM {table}
+           WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)),
      df AS (INSERT INTO memory_keyword_stats (partition_key, lexeme, df, tenant_id)
             SELECT %(part)s, t.lexeme, count(*), %(tenant)s FROM r, unnest(r.keywords) AS t GROUP BY t.lexeme
             ORDER BY t.lexeme
             ON CONFLICT (partition_key, lexeme) DO UPDATE SET df = memory_keyword_stats.df + EXCLUDED.df)
-SELECT count(*), coalesce(sum(keyword_length), 0) FROM r"""
+SELECT count(*), coalesce(sum(keyword_length), 0), array_agg(DISTINCT embedding_dim),
+       array_agg(DISTINCT speaker) FILTER (WHERE speaker IS NOT NULL AND btrim(speaker) <> '')
+FROM r"""
 _SPEAKERS = """
 UPDATE memory_partitions SET speakers = coalesce((
     SELECT array_agg(s ORDER BY s) FROM (
-        SELECT s FROM (SELECT unnest(speakers) AS s UNION
-                       SELECT {speaker} FROM {table} WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)) AS u
-        WHERE s IS NOT NULL AND btrim(s) <> '' ORDER BY s LIMIT %(max)s) AS kept), '{{}}')
+        SELECT s FROM (SELECT unnest(speakers) AS s UNION SELECT unnest(%(heard)s::text[])) AS u
+        ORDER BY s LIMIT %(max)s) AS kept), '{}')
 WHERE partition_key = %(part)s"""
 _ADVANCE = """
+WITH done AS (DELETE FROM memory_index_pending WHERE partition_key = %(part)s AND seq = ANY(%(pending)s))
 UPDATE memory_partitions SET indexed_through = %(through)s, body_rows = body_rows + %(rows)s,
     body_length = body_length + %(length)s, avgdl_ref = %(ref)s, updated_at = now(),
     dimensions = ARRAY(SELECT DISTINCT d FROM unnest(dimensions || %(dims)s::integer[]) AS d ORDER BY d)
 WHERE partition_key = %(part)s"""
-_DONE_PENDING = "DELETE FROM memory_index_pending WHERE partition_key = %(part)s AND seq = ANY(%(seqs)s)"
+# The writer's transaction commits without waiting for the WAL flush (write_tail's docstring).
+_ASYNCHRONOUS = "SELECT set_config('synchronous_commit', 'off', true)"
 _DISCOVER = """
 SELECT tenant_id, {user}, min({id}), max({id}) FROM {table}
 WHERE {id} > %(cursor)s AND {id} <= %(upto)s AND {user} IS NOT NULL
@@ -96,6 +106,12 @@ GROUP BY 1, 2"""
 _UPTO = """SELECT max({id}), count(*) FROM (SELECT {id} FROM {table} WHERE {id} > %(cursor)s ORDER BY {id}
 LIMIT %(limit)s) AS n"""
 DISCOVER_ROWS = 50_000
+# A tenant's run looks at the tenant's users with rows after their body (no cursor: that is every tenant's).
+_TENANT_TAILS = """
+SELECT m.tenant_id, m.{user}, min(m.{id}), max(m.{id}) FROM {table} m
+LEFT JOIN memory_partitions p ON p.tenant_id = m.tenant_id AND p.corpus = %(corpus)s AND p.user_id = m.{user}
+WHERE m.tenant_id = %(tenant)s AND m.{user} IS NOT NULL AND m.{id} > coalesce(p.indexed_through, 0)
+GROUP BY 1, 2"""
 _SET_CURSOR = "UPDATE memory_index_cursor SET last_seq = %(seq)s WHERE corpus = %(corpus)s AND last_seq < %(seq)s"
 _WITH_WORK = """
 SELECT DISTINCT p.tenant_id, p.user_id FROM memory_partitions p
@@ -103,7 +119,12 @@ WHERE p.corpus = %(corpus)s AND (%(tenant)s::text IS NULL OR p.tenant_id = %(ten
   AND (p.moving_to IS NOT NULL OR EXISTS (SELECT 1 FROM memory_index_pending x WHERE x.partition_key = p.partition_key))
 LIMIT %(limit)s"""
 _DIMENSIONS = """SELECT DISTINCT embedding_dim FROM {table} WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)"""
+# Every backend and dimension holding partitions of a corpus (what the job lets the backends build).
+_HELD = """SELECT DISTINCT backend, unnest(dimensions) FROM memory_partitions
+WHERE corpus = %(corpus)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)"""
 # engram memory reindex --backend: the tenant's new partitions take the backend; the others start moving.
+_FORGET = """SELECT partition_key, corpus, user_id, backend, dimensions FROM memory_partitions
+WHERE tenant_id = %(tenant)s AND (%(user)s::text IS NULL OR user_id = %(user)s)"""
 _START_MOVE = """
 WITH t AS (UPDATE tenants SET memory_backend = %(backend)s WHERE id = %(tenant)s RETURNING id)
 UPDATE memory_partitions SET moving_to = CASE WHEN backend = %(backend)s THEN NULL ELSE %(backend)s END,
@@ -112,10 +133,10 @@ UPDATE memory_partitions SET moving_to = CASE WHEN backend = %(backend)s THEN NU
 WHERE tenant_id = (SELECT id FROM t) AND (backend <> %(backend)s OR moving_to IS NOT NULL)
 RETURNING partition_key"""
 _MOVE_ROWS = """
-SELECT {id} FROM {table} x WHERE tenant_id = %(tenant)s AND {user} = %(user)s AND {id} > %(moved)s
-  AND {id} <= %(through)s
+SELECT {id} FROM {table} x WHERE tenant_id = %(tenant)s AND {user} = %(user)s
+  AND ({user}, {id}) > (%(user)s, %(moved)s) AND ({user}, {id}) <= (%(user)s, %(through)s)
   AND NOT EXISTS (SELECT 1 FROM memory_index_pending p WHERE p.partition_key = %(part)s AND p.seq = x.{id})
-ORDER BY {id} LIMIT %(limit)s"""
+ORDER BY tenant_id, {user}, {id} LIMIT %(limit)s"""
 _MOVED = "UPDATE memory_partitions SET moved_through = %(moved)s, updated_at = now() WHERE partition_key = %(part)s"
 _SWITCH = """UPDATE memory_partitions SET backend = moving_to, moving_to = NULL, moved_through = 0, updated_at = now()
 WHERE partition_key = %(part)s"""
@@ -153,7 +174,9 @@ def write_tail(conn: psycopg.Connection, settings: Settings, corpus: Corpus, ten
                limit: int = WRITE_BATCH, counts: IndexCounts | None = None, min_rows: int | None = None) -> int:
     """Index one batch of the partition's pending and tail rows (module docstring); the rows handled (0: nothing
     to do, the partition is too short for its backend — ``min_rows``, default the backend's
-    ``partition_min_rows`` —, or it is moving).
+    ``partition_min_rows`` —, or it is moving). The transaction commits without waiting for its WAL to reach the
+    disk: what it writes is derived (a crash may lose the last batches, whose rows are then tail again and written
+    again; never an inconsistency: PostgreSQL manual, "Asynchronous Commit").
 
     Raises:
         UpstreamError: the backend failed (the batch rolled back).
@@ -163,46 +186,51 @@ def write_tail(conn: psycopg.Connection, settings: Settings, corpus: Corpus, ten
                               "default": settings.memory_backend}
     names = _names(corpus)
     with conn.transaction():
-        conn.execute(_ENSURE, params)
         row = conn.execute(_LOCK, params).fetchone()
+        if row is None:
+            conn.execute(_ENSURE, params)
+            row = conn.execute(_LOCK, params).fetchone()
         assert row is not None
-        key, backend_name, through, body_rows, body_length, ref, moving_to, _, stored_dims = row
+        key, backend_name, through, body_rows, body_length, ref, moving_to, _, stored_dims, speakers = row
         if moving_to is not None:
             return 0
         backend = for_backend(backend_name, settings, 0)
         params.update(part=key, through=through)
-        pending = [r[0] for r in conn.execute(_PENDING, {**params, "limit": limit})]
-        present = {r[0] for r in conn.execute(sql.SQL(_EXISTING).format(**names), {**params, "seqs": pending})} \
-            if pending else set()
-        new = [r[0] for r in conn.execute(sql.SQL(_NEW).format(**names),
-                                          {**params, "limit": max(0, limit - len(pending))})]
+        found = conn.execute(sql.SQL(_WORK).format(**names), {**params, "limit": limit}, prepare=False).fetchone()
+        assert found is not None
+        pending = list(found[0] or ())
+        new = list(found[1] or ())[:max(0, limit - len(pending))]
         if not pending and not new:
             return 0
+        present = {r[0] for r in conn.execute(sql.SQL(_EXISTING).format(**names), {**params, "seqs": pending})} \
+            if pending else set()
         least = backend.partition_min_rows if min_rows is None else min_rows
         if body_rows == 0 and not pending and least > 0:
             held = conn.execute(sql.SQL(_COUNT).format(**names), {**params, "limit": least}).fetchone()
             if held is None or held[0] < least:
                 return 0
+        conn.execute(_ASYNCHRONOUS)
         todo = sorted(present | set(new))
         gone = [s for s in pending if s not in present]
-        added = conn.execute(sql.SQL(_ADD_STATS).format(**names), {**params, "seqs": todo}).fetchone() \
-            if todo else (0, 0)
-        assert added is not None
-        rows, length = int(added[0]), int(added[1])
-        if corpus.speaker and todo:
-            conn.execute(sql.SQL(_SPEAKERS).format(speaker=sql.SQL(corpus.speaker), **names),
-                         {**params, "seqs": todo, "max": MAX_SPEAKERS})
+        rows = length = 0
+        dims: list[int] = []
+        if todo:
+            speaker = sql.SQL(corpus.speaker) if corpus.speaker else sql.SQL("NULL::text")
+            added = conn.execute(sql.SQL(_ADD_STATS).format(speaker=speaker, **names),
+                                 {**params, "seqs": todo}).fetchone()
+            assert added is not None
+            rows, length, dims = int(added[0]), int(added[1]), sorted(added[2] or ())
+            heard = set(added[3] or ()) - set(speakers or ())
+            if heard and len(speakers or ()) < MAX_SPEAKERS:
+                conn.execute(_SPEAKERS, {**params, "heard": sorted(heard), "max": MAX_SPEAKERS})
         total_rows, total_length = body_rows + rows, body_length + length
         average = max(total_length / total_rows, 1.0) if total_rows else 1.0
         rebuild = ref is not None and body_rows > 0 and not (1 / AVGDL_DRIFT <= average / ref <= AVGDL_DRIFT)
         if ref is None or rebuild:
             ref = average
         new_through = max([through, *new])
-        dims = sorted({int(r[0]) for r in conn.execute(sql.SQL(_DIMENSIONS).format(**names), {**params, "seqs": todo})})
         conn.execute(_ADVANCE, {**params, "through": new_through, "rows": rows, "length": length, "ref": ref,
-                                "dims": dims})
-        if pending:
-            conn.execute(_DONE_PENDING, {**params, "seqs": pending})
+                                "dims": dims, "pending": pending})
         partition = Partition(corpus.name, tenant_id, user_id, key=key, backend=backend_name,
                               indexed_through=new_through, body_rows=total_rows, body_length=total_length,
                               avgdl_ref=ref, dimensions=tuple(sorted({*stored_dims, *dims})))
@@ -232,6 +260,26 @@ def after_add(conn: psycopg.Connection, settings: Settings, corpus: Corpus, tena
     except Exception:  # the add committed; the job writes what this could not
         logger.warning("writing %s of user %r after an add failed; the index_memories job retries", corpus.name,
                        user_id, exc_info=True)
+
+
+def forget(conn: psycopg.Connection, settings: Settings, tenant_id: str, user_id: str | None) -> int:
+    """After a purge of a user's memories (``user_id`` None: of every user of the tenant): their partitions, in
+    every corpus, dropped from their backends and from Postgres (statistics, speakers, postings, vectors). Returns
+    the partitions forgotten.
+
+    Raises:
+        UpstreamError: a backend failed (the partitions left are emptied by the index_memories job: their deleted
+            rows wait in memory_index_pending; Postgres holds none of their text already).
+    """
+    rows = conn.execute(_FORGET, {"tenant": tenant_id, "user": user_id}).fetchall()
+    corpora = {c.name: c for c in CORPORA}
+    for key, corpus_name, user, backend_name, dims in rows:
+        corpus = corpora[corpus_name]
+        partition = Partition(corpus_name, tenant_id, user, key=key, backend=backend_name, dimensions=tuple(dims))
+        with conn.transaction():
+            for_backend(backend_name, settings, 0).drop_partition(conn, partition, corpus)
+            conn.execute("DELETE FROM memory_partitions WHERE partition_key = %s", (key,))
+    return len(rows)
 
 
 def start_move(conn: psycopg.Connection, tenant_id: str, backend: str) -> int:
@@ -264,13 +312,14 @@ def move_step(conn: psycopg.Connection, settings: Settings, corpus: Corpus, tena
         row = conn.execute(_LOCK, params).fetchone()
         if row is None or row[6] is None:
             return 0
-        key, backend_name, through, body_rows, body_length, ref, moving_to, moved, stored_dims = row
+        key, backend_name, through, body_rows, body_length, ref, moving_to, moved, stored_dims, _ = row
         params.update(part=key, through=through, moved=moved)
         target = for_backend(moving_to, settings, 0)
         partition = Partition(corpus.name, tenant_id, user_id, key=key, backend=moving_to, indexed_through=through,
                               body_rows=body_rows, body_length=body_length, avgdl_ref=ref,
                               dimensions=tuple(stored_dims))
-        seqs = [r[0] for r in conn.execute(sql.SQL(_MOVE_ROWS).format(**names), {**params, "limit": limit})]
+        seqs = [r[0] for r in conn.execute(sql.SQL(_MOVE_ROWS).format(**names), {**params, "limit": limit},
+                                           prepare=False)]
         if seqs:
             target.write_partition(conn, partition, corpus, seqs)
             conn.execute(_MOVED, {**params, "moved": seqs[-1]})
@@ -295,12 +344,18 @@ def index_pending(conn: psycopg.Connection, settings: Settings, *, tenant_id: st
     more = False
     for corpus in CORPORA:
         names = _names(corpus)
-        cursor = _cursor(conn, corpus)
-        upto = conn.execute(sql.SQL(_UPTO).format(**names), {"cursor": cursor, "limit": DISCOVER_ROWS}).fetchone()
-        upto_seq = int(upto[0]) if upto and upto[0] is not None else cursor
-        more = more or bool(upto and upto[1] >= DISCOVER_ROWS)
-        found = conn.execute(sql.SQL(_DISCOVER).format(**names),
-                             {"cursor": cursor, "upto": upto_seq, "tenant": tenant_id}).fetchall()
+        if tenant_id is None:
+            cursor = _cursor(conn, corpus)
+            upto = conn.execute(sql.SQL(_UPTO).format(**names),
+                                {"cursor": cursor, "limit": DISCOVER_ROWS}).fetchone()
+            upto_seq = int(upto[0]) if upto and upto[0] is not None else cursor
+            more = more or bool(upto and upto[1] >= DISCOVER_ROWS)
+            found = conn.execute(sql.SQL(_DISCOVER).format(**names),
+                                 {"cursor": cursor, "upto": upto_seq, "tenant": None}).fetchall()
+        else:
+            cursor = upto_seq = 0
+            found = conn.execute(sql.SQL(_TENANT_TAILS).format(**names),
+                                 {"corpus": corpus.name, "tenant": tenant_id}).fetchall()
         partitions: dict[tuple[str, str], int | None] = {(t, u): int(lo) for t, u, lo, _ in found}
         for t, u in conn.execute(_WITH_WORK, {"corpus": corpus.name, "tenant": tenant_id,
                                               "limit": DISCOVER_BATCH}).fetchall():
@@ -326,6 +381,9 @@ def index_pending(conn: psycopg.Connection, settings: Settings, *, tenant_id: st
                     safe = min(safe, lowest - 1)
         if safe > cursor and tenant_id is None:  # (the cursor is every tenant's)
             conn.execute(_SET_CURSOR, {"corpus": corpus.name, "seq": safe})
+        # What the adds wrote since the last run is built too (the embedded Qdrant's indexes).
+        for backend_name, dimension in conn.execute(_HELD, {"corpus": corpus.name, "tenant": tenant_id}):
+            counts.dimensions.setdefault((backend_name, corpus.name), set()).add(int(dimension))
     _settle(settings, counts)
     return counts, more
 

@@ -118,7 +118,7 @@ def body_vector_leg(conn: psycopg.Connection, search: PartitionSearch, vector: S
         cast=sql.SQL("{}({})").format(sql.SQL(partition.index_kind), sql.Literal(dimension + TAG_DIMENSIONS)))
     params.update(q=Vector(values), part=partition.key, limit=limit)
     rows = with_hnsw_settings(conn, statement, params, ef=max(settings.hnsw_ef_search, limit),
-                              iterative_scan=partition.iterative_scan)
+                              iterative_scan=partition.iterative_scan, index_only=True)
     return sorted(((int(i), float(d)) for i, d in rows), key=lambda r: (r[1], r[0]))
 
 

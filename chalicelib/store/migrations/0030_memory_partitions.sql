@@ -150,8 +150,9 @@ END $$;
 GRANT EXECUTE ON FUNCTION engram_ensure_memory_vectors_index(integer, text, integer, integer) TO engram_app;
 
 -- Take rows out of their partitions' bodies (a revision changed them, or they were deleted): their statistics,
--- postings and tagged vectors go, and they wait in memory_index_pending for the writer (which indexes them again,
--- or deletes them from a backend outside Postgres). `gone`: (partition_key, seq, keywords, keyword_length) of the
+-- postings and tagged vectors go (with the lexemes, and the speakers once the body is empty: a purge leaves no
+-- text), and they wait in memory_index_pending for the writer (which indexes them again, or deletes them from a
+-- backend outside Postgres). `gone`: (partition_key, seq, keywords, keyword_length) of the
 -- rows, already restricted to body rows not yet pending.
 CREATE FUNCTION engram_partition_unindex(gone jsonb) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -159,6 +160,7 @@ BEGIN
         RETURN;
     END IF;
     UPDATE memory_partitions p SET body_rows = p.body_rows - g.n, body_length = p.body_length - g.len,
+                                   speakers = CASE WHEN p.body_rows - g.n <= 0 THEN '{}' ELSE p.speakers END,
                                    updated_at = now()
     FROM (SELECT u.partition_key, count(*) AS n, sum(u.keyword_length) AS len
           FROM jsonb_to_recordset(gone) AS u(partition_key integer, keyword_length integer) GROUP BY 1) AS g
@@ -168,6 +170,10 @@ BEGIN
           FROM jsonb_to_recordset(gone) AS u(partition_key integer, keywords tsvector), unnest(u.keywords) AS t
           GROUP BY 1, 2) AS g
     WHERE k.partition_key = g.partition_key AND k.lexeme = g.lexeme;
+    -- (A lexeme no body row holds any more goes: a purged user's words leave no trace.)
+    DELETE FROM memory_keyword_stats k USING (SELECT DISTINCT u.partition_key FROM jsonb_to_recordset(gone)
+                                              AS u(partition_key integer)) AS g
+    WHERE k.partition_key = g.partition_key AND k.df <= 0;
     DELETE FROM memory_postings p
     USING (SELECT u.partition_key, t.lexeme, u.seq
            FROM jsonb_to_recordset(gone) AS u(partition_key integer, seq bigint, keywords tsvector),
