@@ -29,11 +29,12 @@ from typing import Any
 import psycopg
 
 from chalicelib import deps, ids
+from chalicelib.access import FULL, Access, fill_scope, hold_scope
 from chalicelib.chat.base import ChatMessage, ToolSpec
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError, InvalidRequestError, RateLimitError
+from chalicelib.memory import MemoryScope, thread_of
 from chalicelib.memory import context as memory_context
-from chalicelib.memory import thread_of
 from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
 from chalicelib.responses.events import Emitter
@@ -151,8 +152,10 @@ class Run:
                                           summary=computed)
 
 
-def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any], *,
+                  access: Access = FULL) -> Iterator[dict[str, Any]]:
     """Validate ``body`` (a ``POST /v1/responses`` JSON object) and return the iterator of its stream events.
+    ``access``: what the caller's API key may do besides creating responses (:func:`_permitted`).
 
     Raises (before any event):
         InvalidRequestError: (400) invalid or unsupported fields, unanswered function calls, an ``input`` with
@@ -160,17 +163,20 @@ def stream_events(settings: Settings, tenant_id: str, body: dict[str, Any]) -> I
             configured for the model (param ``model``).
         NotFoundError: (404) ``previous_response_id``, ``conversation`` or a vector store unknown to the tenant.
         UpstreamError / UpstreamTimeoutError / RateLimitError: summarizing a long history failed.
+        PermissionDeniedError: (403) a ``file_search`` tool without ``vector_stores.read``, memory asked for without
+            ``memories.read`` / ``write``, or a memory scope the key is not bound to.
     """
-    return prepare(settings, tenant_id, body).events()
+    return prepare(settings, tenant_id, body, access=access).events()
 
 
-def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+def create_response(settings: Settings, tenant_id: str, body: dict[str, Any], *,
+                    access: Access = FULL) -> dict[str, Any]:
     """The non-streaming result: the Response object of the final event of :func:`stream_events`.
 
     Raises:
         what :func:`stream_events` raises; and, when the response failed, the error that failed it.
     """
-    run = prepare(settings, tenant_id, body)
+    run = prepare(settings, tenant_id, body, access=access)
     final: dict[str, Any] = {}
     for event in run.events():
         final = event
@@ -179,11 +185,11 @@ def create_response(settings: Settings, tenant_id: str, body: dict[str, Any]) ->
     return final["response"]
 
 
-def prepare(settings: Settings, tenant_id: str, body: dict[str, Any]) -> Run:
+def prepare(settings: Settings, tenant_id: str, body: dict[str, Any], *, access: Access = FULL) -> Run:
     """Check a request and gather what it needs (agent profile, backend, stores, history, memories); see
     :func:`stream_events`. Every read happens on one tenant connection, given back before any model call."""
     with tenant_connection(settings, tenant_id) as conn:
-        gathered = _gather(conn, settings, tenant_id, body)
+        gathered = _gather(conn, settings, tenant_id, body, access)
     return _assemble(gathered)
 
 
@@ -211,7 +217,8 @@ class _Gathered:
     output_format: schemas.OutputFormat
 
 
-def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any]) -> _Gathered:
+def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any],
+            access: Access = FULL) -> _Gathered:
     """Check the request and do every read it needs on ``conn`` (see :func:`stream_events` for the errors)."""
     from chalicelib.validation import validate
 
@@ -227,8 +234,13 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
     file_search_tool, functions = _tools(parsed_tools)
     include_results = _include(req.include)
     include_memory = schemas.MEMORY_SEARCH_RESULTS in (req.include or [])
-    plan = memory.resolve(req.memory, agent_memory=profile.memory if profile else None,
+    requested = req.memory
+    if access.memory_scope and (requested is True or isinstance(requested, dict)):  # a bound key's scope
+        requested = fill_scope(access, requested if isinstance(requested, dict) else {})
+    plan = memory.resolve(requested, agent_memory=profile.memory if profile else None,
                           agent_id=profile.id if profile else None, tenant_defaults=tenant_memory, user=req.user)
+    plan = _permitted(access, plan, explicit=requested is True or isinstance(requested, dict),
+                      searches=file_search_tool is not None)
     choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
@@ -296,6 +308,38 @@ def _assemble(g: _Gathered) -> Run:
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
                memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=g.thread_id,
                conversation_id=g.conversation_id, question=g.question)
+
+
+def _permitted(access: Access, plan: memory.MemoryPlan | None, *, explicit: bool,
+               searches: bool) -> memory.MemoryPlan | None:
+    """The memory plan the caller's key allows (:mod:`chalicelib.access`): recalling needs ``memories.read`` and
+    remembering ``memories.write``; a plan the request asked for (``memory``) is refused when the key lacks
+    either, one that only an agent profile's or the tenant's defaults turned on keeps what the key allows (None:
+    nothing). The plan's scope is held to the key's memory scope. A ``file_search`` tool needs
+    ``vector_stores.read``.
+
+    Raises:
+        PermissionDeniedError: (403) a missing permission, or a scope naming another value for a bound id.
+    """
+    if searches:
+        access.require("vector_stores", "read")
+    if plan is None:
+        return None
+    if explicit:
+        if plan.recall:
+            access.require("memories", "read")
+        if plan.remember:
+            access.require("memories", "write")
+    recall = plan.recall and access.allows("memories", "read")
+    remember = plan.remember and access.allows("memories", "write")
+    if not recall and not remember and not explicit:
+        return None
+    if not recall and not remember:  # explicit, with recall and remember both off: nothing to permit
+        return plan
+    scope = plan.scope
+    if access.memory_scope:
+        scope = MemoryScope(**hold_scope(access.memory_scope, scope.as_dict()))
+    return dataclasses.replace(plan, scope=scope, recall=recall, remember=remember)
 
 
 def _profile_and_defaults(conn: psycopg.Connection, tenant_id: str,

@@ -18,8 +18,9 @@ from chalice import Blueprint
 from chalice.app import Response
 
 from chalicelib import deps, ids, memory
+from chalicelib.access import fill_scope
 from chalicelib.api import objects, request
-from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.context import current_access, current_tenant, tenant_db
 from chalicelib.api.memory_schemas import (
     AddMemories,
     ListParams,
@@ -45,9 +46,17 @@ _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 @contextlib.contextmanager
 def session(actor: str = "api") -> Iterator[tuple[psycopg.Connection, memory.Context]]:
-    """The request's tenant connection and the memory service's context for it."""
+    """The request's tenant connection and the memory service's context for it (held to the memory scope the
+    request's API key is bound to, if any: :mod:`chalicelib.access`)."""
     with tenant_db() as conn:
-        yield conn, memory.context(deps.current_settings(), current_tenant(), actor=actor)
+        yield conn, memory.context(deps.current_settings(), current_tenant(), actor=actor,
+                                   bound=dict(current_access().memory_scope))
+
+
+def bound(named: dict[str, Any]) -> dict[str, Any]:
+    """A request's body or query parameters with the scope ids of a key bound to a memory scope filled in where the
+    request names none (a conflicting one is refused by the memory service)."""
+    return fill_scope(current_access(), named)
 
 
 def checked_id(value: str, param: str = "memory_id") -> str:
@@ -79,7 +88,7 @@ def add(body: dict[str, Any], *, idempotency_key: str | None, source_kind: str =
             setting).
         UpstreamError: a model or embedding call failed (inline; nothing written).
     """
-    parsed = request.validate(AddMemories, body)
+    parsed = request.validate(AddMemories, bound(body))
     add_request = to_add_request(parsed, source_kind=source_kind, source_id=source_id)
     key = None if idempotency_key is None else memory.Idempotency(idempotency_key, ADD_ROUTE, body, answer)
     with session() as (conn, ctx):
@@ -94,7 +103,7 @@ def search(body: dict[str, Any]) -> tuple[SearchMemories, list[memory.Hit]]:
         InvalidRequestError: a malformed body or filter.
         UpstreamError: embedding the query failed.
     """
-    parsed = request.validate(SearchMemories, body)
+    parsed = request.validate(SearchMemories, bound(body))
     with session() as (conn, ctx):
         return parsed, memory.search(conn, ctx, to_query(parsed))
 
@@ -242,12 +251,14 @@ def memory_history(memory_id: str) -> dict:
 
 
 def scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The scope ids and ``extra`` query parameters, typed for :class:`ListParams` (booleans from strings).
+    """The scope ids (a bound key's filled in: :func:`bound`) and ``extra`` query parameters, typed for
+    :class:`ListParams` (booleans from strings).
 
     Raises:
         InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
     """
     out: dict[str, Any] = {}
+    params = bound(dict(params))
     for name in (*SCOPE, *extra):
         value = params.get(name)
         if value is None or value == "":
