@@ -31,6 +31,7 @@ from chalicelib.api.routes import (
     drop_folder,
     file_batches,
     files,
+    mcp,
     mem0,
     memories,
     responses,
@@ -63,6 +64,8 @@ for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batche
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 # mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
 app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
+# Engram as an MCP server (Streamable HTTP, stateless): /mcp, beside the API.
+app.register_blueprint(mcp.bp)
 
 
 @app.route(checks.HEALTH_PATH)

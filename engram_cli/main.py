@@ -371,6 +371,26 @@ def pump(workers: int = typer.Option(1, "--workers", help="Pollers per queue (co
         running.stop()
 
 
+@app.command("mcp")
+def mcp_stdio(api_key: str | None = typer.Option(None, "--api-key", envvar="ENGRAM_API_KEY",
+                                                help="Act as this API key (its tenant, permissions and memory "
+                                                     "scope); default: ENGRAM_TENANT with full access.")) -> None:
+    """Serve Engram's MCP tools (memory and knowledge) over stdin/stdout, for desktop clients on this machine
+    (Claude Desktop, Cursor, ...): the same tools as the API's /mcp, on this data folder's database."""
+    from chalicelib.access import FULL
+    from chalicelib.api import mcp_server
+    from chalicelib.api.context import acting_as, resolve_access
+
+    try:
+        tenant, grants = resolve_access(f"Bearer {api_key}") if api_key else (settings().tenant, FULL)
+    except EngramError as exc:
+        _fail(exc)
+    kind = "full access" if grants.full else "a restricted key"
+    err_console.print(f"engram mcp: serving tenant {tenant!r} over stdio ({kind})")
+    with acting_as(tenant, grants):
+        mcp_server.serve_stdio()
+
+
 @app.command()
 def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or folders (recursive)."),
          store: str = typer.Option(..., "--store", "-s", help="Vector store name or id (created if missing)."),

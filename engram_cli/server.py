@@ -169,8 +169,10 @@ def _request_handler_cls():
 
         def _send_http_response(self, code, headers, body) -> None:
             # Chalice answers a known path with another method 405; API Gateway (and OpenAI) answer an unknown
-            # method like an unknown URL: 404 "Invalid URL" in the envelope.
-            if code == 405:
+            # method like an unknown URL: 404 "Invalid URL" in the envelope. (A route's own 405 — /mcp's GET —
+            # goes out as it is.)
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+            if code == 405 and "Unsupported method" in text:  # Chalice's message, kept by the error renderer
                 self._envelope(404, f"Invalid URL ({self.command} {self.path.split('?', 1)[0]})")
                 return
             super()._send_http_response(code, headers, body)

@@ -39,6 +39,9 @@ def _table(resource: Resource, reads: str, writes: str) -> dict[str, Need]:
 ROUTES: dict[str, Need] = {
     "GET /health": PUBLIC,
     "GET /health/live": PUBLIC,
+    "POST /mcp": ANY_KEY,
+    "GET /mcp": ANY_KEY,
+    "DELETE /mcp": ANY_KEY,
     **_table("files", reads="""
         GET /v1/files
         GET /v1/files/{file_id}
