@@ -81,9 +81,13 @@ def build() -> Any:
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
                                     structured_content=result)
 
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return Server(SERVER_NAME, version=version("engram"), title="Engram", instructions=INSTRUCTIONS,
+    try:
+        release = version("engram")
+    except PackageNotFoundError:  # the Lambda code package carries no distribution metadata
+        release = ""
+    return Server(SERVER_NAME, version=release, title="Engram", instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
