@@ -215,6 +215,7 @@ class _Gathered:
     conversation_id: str | None
     question: str
     output_format: schemas.OutputFormat
+    mcp: Any = None  # the request's MCP servers (mcp_tool.Setup), None without mcp tools
 
 
 def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: dict[str, Any],
@@ -241,7 +242,8 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
                           agent_id=profile.id if profile else None, tenant_defaults=tenant_memory, user=req.user)
     plan = _permitted(access, plan, explicit=requested is True or isinstance(requested, dict),
                       searches=file_search_tool is not None)
-    choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions)
+    choice = _tool_choice(schemas.parse_tool_choice(req.tool_choice), file_search_tool, functions,
+                          has_mcp=any(isinstance(t, schemas.McpTool) for t in parsed_tools))
     if req.previous_response_id is not None:
         ids.validate_id(req.previous_response_id, ids.RESPONSE, param="previous_response_id")
     searcher = None
@@ -250,6 +252,7 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
         searcher = tools.prepare(conn, settings, tenant_id, file_search_tool, index=index)
     backend = deps.chat_backend(req.model, settings)
     chain = _continued(conn, tenant_id, req.previous_response_id, conversation_id, new_items)
+    mcp = _mcp(settings, parsed_tools, chain, new_items)
     thread_id = conversation_id
     if thread_id is None and req.previous_response_id is not None and chain is not None:
         if plan is not None:  # the thread the previous turn belongs to, else the chain's first response
@@ -262,7 +265,7 @@ def _gather(conn: psycopg.Connection, settings: Settings, tenant_id: str, body: 
     return _Gathered(settings, tenant_id, req, new_items, parsed_tools, functions, searcher, backend, chain, plan,
                      recalled, include_results=include_results, include_memory=include_memory, choice=choice,
                      thread_id=thread_id, conversation_id=conversation_id, question=question,
-                     output_format=output_format)
+                     output_format=output_format, mcp=mcp)
 
 
 def _assemble(g: _Gathered) -> Run:
@@ -303,7 +306,7 @@ def _assemble(g: _Gathered) -> Run:
         parallel_tool_calls=req.parallel_tool_calls is not False,
         max_tool_calls=req.max_tool_calls if req.max_tool_calls is not None else loop.DEFAULT_MAX_TOOL_CALLS,
         include_results=g.include_results, max_output_tokens=req.max_output_tokens, temperature=req.temperature,
-        top_p=req.top_p, sources=past.sources, response_format=g.output_format.response_format())
+        top_p=req.top_p, sources=past.sources, response_format=g.output_format.response_format(), mcp=g.mcp)
     return Run(settings=settings, tenant_id=tenant_id, state=state, config=config, input_items=new_items,
                history=past, store=req.store is not False, previous_response_id=req.previous_response_id,
                memory_plan=plan, recalled=recalled, include_memory=include_memory, thread_id=g.thread_id,
@@ -417,17 +420,30 @@ def _tools(parsed: list[schemas.Tool]) -> tuple[schemas.FileSearchTool | None, l
     return (searches[0] if searches else None), functions
 
 
+def _mcp(settings: Settings, parsed_tools: list[schemas.Tool], chain: Chain | None,
+         new_items: list[dict[str, Any]]) -> Any:
+    """The request's MCP servers and what its context already holds (:func:`chalicelib.responses.mcp_tool.prepare`;
+    the module is imported only by requests that use it)."""
+    wanted = [(i, t) for i, t in enumerate(parsed_tools) if isinstance(t, schemas.McpTool)]
+    if not wanted and not any(item.get("type") == "mcp_approval_response" for item in new_items):
+        return None
+    from chalicelib.responses import mcp_tool
+
+    context = [item for turn in (chain.turns if chain else ()) for item in (*turn.input_items, *turn.output)]
+    return mcp_tool.prepare(settings, wanted, context, new_items)
+
+
 def _include(include: list[str] | None) -> bool:
     return schemas.include_results(include)
 
 
 def _tool_choice(choice: schemas.ToolChoice | None, file_search_tool: Any,
-                 functions: list[schemas.FunctionTool]) -> str | dict[str, Any]:
+                 functions: list[schemas.FunctionTool], *, has_mcp: bool = False) -> str | dict[str, Any]:
     """The first model call's tool choice in the backend's terms (``{"name": ...}`` to force one tool)."""
     if choice is None or choice == "auto" or choice == "none":
         return choice or "auto"
     if choice == "required":
-        if file_search_tool is None and not functions:
+        if file_search_tool is None and not functions and not has_mcp:
             raise InvalidRequestError("tool_choice 'required' needs at least one tool.", param="tool_choice",
                                       code="invalid_value")
         return "required"
