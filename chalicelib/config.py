@@ -33,6 +33,15 @@ ENV_AWS_REGION = "AWS_REGION"
 ENV_HNSW_EF_SEARCH = "ENGRAM_HNSW_EF_SEARCH"
 ENV_EXACT_SCAN_MAX_ROWS = "ENGRAM_EXACT_SCAN_MAX_ROWS"
 ENV_MAX_FILE_BYTES = "ENGRAM_MAX_FILE_BYTES"
+# What one parse may do (chalicelib/ingest/parse/limits.py: ParseLimits).
+ENV_PARSE_MAX_PAGES = "ENGRAM_PARSE_MAX_PAGES"
+ENV_PARSE_MAX_CHARS = "ENGRAM_PARSE_MAX_CHARS"
+ENV_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES = "ENGRAM_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES"
+ENV_PARSE_MAX_COMPRESSION_RATIO = "ENGRAM_PARSE_MAX_COMPRESSION_RATIO"
+ENV_PARSE_MAX_ZIP_MEMBERS = "ENGRAM_PARSE_MAX_ZIP_MEMBERS"
+ENV_PARSE_MAX_NESTING = "ENGRAM_PARSE_MAX_NESTING"
+ENV_PARSE_TIMEOUT_S = "ENGRAM_PARSE_TIMEOUT_S"
+ENV_PARSE_WALL_TIMEOUT_S = "ENGRAM_PARSE_WALL_TIMEOUT_S"
 ENV_AUTH_MODE = "ENGRAM_AUTH_MODE"
 ENV_DB_POOL_SIZE = "ENGRAM_DB_POOL_SIZE"
 ENV_DB_CONNECT_TIMEOUT_S = "ENGRAM_DB_CONNECT_TIMEOUT_S"
@@ -90,10 +99,17 @@ CHAT_PROVIDERS = ("openai", "bedrock", "scripted")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
 
-# Where a vector store's vectors and keyword index live (chalicelib/search/backends): pgvector in Postgres (the
-# default), or Qdrant (a server or cluster at ENGRAM_QDRANT_URL; without it, the embedded Qdrant Edge engine under
-# the data folder). Postgres stays the system of record either way.
-VECTOR_BACKENDS = ("pgvector", "qdrant")
+# Where a vector store's (or a tenant's memories') candidates live (chalicelib/search/backends): the one table of
+# backend name -> adapter factory (``module:function``, resolved on first use; docs/vector-backends.md says what an
+# adapter implements). pgvector in Postgres (the default), or Qdrant (a server or cluster at ENGRAM_QDRANT_URL;
+# without it, the embedded Qdrant Edge engine under the data folder). Postgres stays the system of record either way.
+VECTOR_BACKEND_ADAPTERS = {
+    "pgvector": "chalicelib.search.backends.pgvector:adapter",
+    "qdrant": "chalicelib.search.backends.qdrant:adapter",
+}
+VECTOR_BACKENDS = tuple(VECTOR_BACKEND_ADAPTERS)
+# The backend whose candidates are Postgres' own indexes (migration 0026's engram_backend_in_postgres).
+DEFAULT_VECTOR_BACKEND = VECTOR_BACKENDS[0]
 
 # Default model per embedding provider.
 DEFAULT_MODELS = {
@@ -144,6 +160,15 @@ class Settings:
     # HNSW scan (search/vector.py: prefer_exact); 0 forces HNSW.
     exact_scan_max_rows: int = setting(10_000, ENV_EXACT_SCAN_MAX_ROWS)
     max_file_bytes: int = setting(512 * 1024 * 1024, ENV_MAX_FILE_BYTES)  # largest file ingested (OpenAI's limit)
+    # What one parse may do (Engram's own bounds: ParseLimits says why each is sized as it is).
+    parse_max_pages: int = setting(5000, ENV_PARSE_MAX_PAGES)  # pages of a PDF
+    parse_max_chars: int = setting(50_000_000, ENV_PARSE_MAX_CHARS)  # characters of extracted text
+    parse_max_docx_uncompressed_bytes: int = setting(200 * 1024 * 1024, ENV_PARSE_MAX_DOCX_UNCOMPRESSED_BYTES)
+    parse_max_compression_ratio: float = setting(100.0, ENV_PARSE_MAX_COMPRESSION_RATIO)  # a DOCX zip member's
+    parse_max_zip_members: int = setting(10_000, ENV_PARSE_MAX_ZIP_MEMBERS)
+    parse_max_nesting: int = setting(100, ENV_PARSE_MAX_NESTING)  # JSON values, DOCX tables in tables
+    parse_timeout_s: float = setting(120.0, ENV_PARSE_TIMEOUT_S)  # CPU seconds of the parsing thread
+    parse_wall_timeout_s: float = setting(600.0, ENV_PARSE_WALL_TIMEOUT_S)  # wall-clock cap (retryable)
     auth_mode: str = setting("keys", ENV_AUTH_MODE, choices=AUTH_MODES)
     db_pool_size: int = setting(8, ENV_DB_POOL_SIZE)  # connections per process in the API's pool
     # Longest one connection attempt may take, seconds (libpq ``connect_timeout``: TCP connect, TLS, authentication;
@@ -208,7 +233,7 @@ class Settings:
     # at 0.744 (0.382 at 0.5, 0.753 without decay; benchmarks/memory.py --aged, README).
     memory_decay_floor: float = setting(0.9, ENV_MEMORY_DECAY_FLOOR)
     # New vector stores' backend (existing stores keep theirs; `engram stores reindex` moves one).
-    vector_backend: str = setting("pgvector", ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
+    vector_backend: str = setting(DEFAULT_VECTOR_BACKEND, ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
     # A Qdrant server or cluster (its REST root, e.g. https://xyz.cloud.qdrant.io:6333); None → the embedded engine
     # under <data_dir>/qdrant (local development and tests only: one process opens it at a time).
     qdrant_url: str | None = setting(None, ENV_QDRANT_URL)

@@ -44,6 +44,7 @@ _RANDOM_LEN = 14
 _lock = threading.Lock()
 _last_us = 0
 _ID_BODY = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+_CURSOR_BODY = re.compile(rf"^[0-9A-Za-z]{{{_TIME_LEN + _RANDOM_LEN}}}$")
 
 
 def new_id(prefix: str) -> str:
@@ -81,5 +82,21 @@ def validate_id(value: object, prefix: str, *, param: str) -> str:
     if not _ID_BODY.match(value[len(prefix):]):
         raise InvalidRequestError(f"Invalid '{param}': '{shown}'. Expected an ID that begins with '{prefix}' and "
                                   "goes on with 1 to 64 letters, digits, '_' or '-'.", param=param,
+                                  code="invalid_value")
+    return value
+
+
+def validate_cursor(value: str, prefix: str, *, param: str) -> str:
+    """Return ``value`` if it can be a place in a list of ``prefix`` objects: an id Engram makes (``prefix`` + 10
+    time and 14 random characters). Such a cursor is a position (ids sort by creation), so it keeps working after
+    the object it names is deleted; anything else names no place in the list.
+
+    Raises:
+        InvalidRequestError: (400 ``invalid_value``, ``param`` set) not an Engram id of that kind.
+    """
+    if not _CURSOR_BODY.match(value[len(prefix):]) or not value.startswith(prefix):
+        shown = value[:64].encode("unicode_escape").decode("ascii").replace("'", "\\'")
+        raise InvalidRequestError(f"Invalid '{param}': '{shown}' is not the id of an object of this list (expected "
+                                  f"'{prefix}' and {_TIME_LEN + _RANDOM_LEN} letters or digits).", param=param,
                                   code="invalid_value")
     return value

@@ -167,16 +167,6 @@ def _request_handler_cls():
             body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
             super()._send_http_response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
-        def _send_http_response(self, code, headers, body) -> None:
-            # Chalice answers a known path with another method 405; API Gateway (and OpenAI) answer an unknown
-            # method like an unknown URL: 404 "Invalid URL" in the envelope. (A route's own 405 — /mcp's GET —
-            # goes out as it is.)
-            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
-            if code == 405 and "Unsupported method" in text:  # Chalice's message, kept by the error renderer
-                self._envelope(404, f"Invalid URL ({self.command} {self.path.split('?', 1)[0]})")
-                return
-            super()._send_http_response(code, headers, body)
-
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             # http.server's own errors (a garbage request line, an unknown method, a header block too long) in
             # OpenAI's envelope, as 400s: they are the client's.

@@ -52,7 +52,8 @@ def sync(tenant: str | None = typer.Option(None, "--tenant", "-t",
     except EngramError as exc:
         err_console.print(f"[bold red]error[/]: {escape(exc.message)}" + (f" ({exc.code})" if exc.code else ""))
         raise typer.Exit(code=2) from None
-    options = {"store": scope.store_id} if scope is not None and scope.store_id else None
+    # The store by id once it exists; by name when only the bucket holds it yet (the sync's events create it).
+    options = {"store": scope.store_id or store} if scope is not None and store is not None else None
     inline = not deps.dispatcher(config).durable  # no queue: apply here, before the process exits
     if inline:
         deps.set_dispatcher(LocalDispatcher(config, threads=0))

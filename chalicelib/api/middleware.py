@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import psycopg
 from chalice.app import Response
 
-from chalicelib.errors import DatabaseUnavailableError, EngramError
+from chalicelib.errors import DatabaseUnavailableError, EngramError, NotFoundError
 
 logger = logging.getLogger("engram.api")
 
@@ -87,7 +87,8 @@ def guard_routes(routes: Mapping[str, Mapping[str, Any]]) -> None:
 
 def render_errors(event, get_response):
     """Chalice ``@app.middleware('http')`` body: run the route, translate what it raises or what Chalice
-    rendered in its own error shape."""
+    rendered in its own error shape (its 405 for a known path with another method becomes OpenAI's 404 "Invalid
+    URL", here, so the request log records what the client got)."""
     try:
         response = get_response(event)
     except EngramError as exc:
@@ -95,6 +96,9 @@ def render_errors(event, get_response):
     except psycopg.OperationalError as exc:  # from a middleware inside this one (the API-key lookup)
         return error_response(database_unavailable(exc))
     if response.status_code >= 400 and isinstance(response.body, dict) and "Code" in response.body:
+        if response.status_code == 405:  # a known path, another method: an unknown URL, as on OpenAI
+            path = (event.context or {}).get("path") or event.path
+            return error_response(NotFoundError(f"Invalid URL ({event.method} {path})", code=None))
         return _from_chalice(response)
     return response
 

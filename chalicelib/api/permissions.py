@@ -103,6 +103,9 @@ ROUTES: dict[str, Need] = {
         GET /v1/memories/jobs/{job_id}
         GET /v1/memories/{memory_id}
         GET /v1/memories/{memory_id}/history
+        GET /v1/memories/stats
+        GET /v1/memories/exchanges
+        GET /v1/memories/exchanges/{exchange_id}
         GET /mem0/v1/ping
         POST /mem0/v3/memories
         POST /mem0/v3/memories/search
@@ -119,6 +122,7 @@ ROUTES: dict[str, Need] = {
         POST /v1/memories/{memory_id}
         DELETE /v1/memories/{memory_id}
         POST /v1/memories/{memory_id}/restore
+        DELETE /v1/memories/exchanges/{exchange_id}
         POST /mem0/v3/memories/add
         PUT /mem0/v1/memories/{memory_id}
         DELETE /mem0/v1/memories/{memory_id}

@@ -6,16 +6,16 @@ Every helper raises :class:`~chalicelib.errors.InvalidRequestError` (400, naming
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-from chalicelib import deps
+from chalicelib import deps, ids
+from chalicelib.api.query import Query, parsed
 from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
 from chalicelib.validation import parse_json_object, validate
 
-__all__ = ["choice", "json_body", "page", "query", "raw_body", "repeated", "validate"]
-
-OptionT = TypeVar("OptionT", bound=str)
+__all__ = ["json_body", "page", "query", "raw_body", "validate"]
 
 
 def raw_body(request) -> bytes:
@@ -45,69 +45,39 @@ def json_body(request) -> dict[str, Any]:
     return parse_json_object(raw_body(request))
 
 
-def query(request) -> dict[str, str]:
-    """Query parameters, one value each (the last when repeated)."""
-    return {k: v for k, v in (request.query_params or {}).items()}
+def query(request) -> Query:
+    """The request's parsed query parameters (:mod:`chalicelib.api.query`: declared by its route, typed, each
+    scalar given once and non-empty)."""
+    return parsed(request)
 
 
-def repeated(request, name: str) -> list[str]:
-    """Every value of the query parameter ``name``, sent as ``name[]=a&name[]=b`` (the SDK's array format) or
-    ``name=a&name=b``, in order."""
-    params = request.query_params
-    if not params:
-        return []
-    return [value for key in (f"{name}[]", name) if key in params for value in params.getlist(key)]
-
-
-def page(params: dict[str, str], *, default_limit: int = 20, max_limit: int = 100, before: bool = True) -> Page:
-    """The cursor :class:`~chalicelib.store.paging.Page` from ``limit`` (1..max), ``order`` (``asc|desc``, default
-    ``desc``), ``after`` and ``before``.
+def page(params: Mapping[str, Any], *, prefix: str | None, default_limit: int = 20, max_limit: int = 100,
+         before: bool = True) -> Page:
+    """The cursor :class:`~chalicelib.store.paging.Page` from parsed ``limit`` (1..max), ``order`` (``asc|desc``,
+    default ``desc``), ``after`` and ``before`` (declared as :data:`~chalicelib.api.query.PAGE`). ``prefix``: the
+    id prefix of the list's objects (``vs_``): a cursor must be such an id (:func:`chalicelib.ids.validate_cursor`);
+    None for lists ordered by position (a conversation's items), whose store checks the cursor names an item.
 
     Raises:
-        InvalidRequestError: a value out of range or of the wrong kind (``param`` names it).
+        InvalidRequestError: a value out of range or not a cursor of this list (``param`` names it).
     """
-    raw_limit = params.get("limit")
-    if raw_limit is None or raw_limit == "":
+    limit = params.get("limit")
+    if limit is None:
         limit = default_limit
-    else:
-        try:
-            limit = int(raw_limit)
-        except ValueError:
-            raise InvalidRequestError(f"Invalid 'limit': expected an integer, got {raw_limit[:40]!r}.",
-                                      param="limit", code="invalid_value") from None
-        if not 1 <= limit <= max_limit:
-            raise InvalidRequestError(f"Invalid 'limit': must be between 1 and {max_limit}, got {limit}.",
-                                      param="limit", code="invalid_value")
-    order = params.get("order") or "desc"
-    if order not in ("asc", "desc"):
-        raise InvalidRequestError(f"Invalid 'order': expected 'asc' or 'desc', got {order[:40]!r}.",
-                                  param="order", code="invalid_value")
-    after = _cursor(params, "after")
-    before_id = _cursor(params, "before") if before else None
-    return Page(limit=limit, order=order, after=after, before=before_id)
+    elif not 1 <= limit <= max_limit:
+        raise InvalidRequestError(f"Invalid 'limit': must be between 1 and {max_limit}, got {limit}.",
+                                  param="limit", code="invalid_value")
+    after = _cursor(params, "after", prefix)
+    before_id = _cursor(params, "before", prefix) if before else None
+    return Page(limit=limit, order=params.get("order") or "desc", after=after, before=before_id)
 
 
-def _cursor(params: dict[str, str], name: str) -> str | None:
+def _cursor(params: Mapping[str, Any], name: str, prefix: str | None) -> str | None:
     value = params.get(name)
-    if value is None or value == "":
+    if value is None:
         return None
+    if prefix is not None:
+        return ids.validate_cursor(value, prefix, param=name)
     if len(value) > 128 or not value.isascii() or not value.replace("-", "").replace("_", "").isalnum():
         raise InvalidRequestError(f"Invalid '{name}': not an object id.", param=name, code="invalid_value")
     return value
-
-
-def choice(params: dict[str, str], name: str, allowed: tuple[OptionT, ...]) -> OptionT | None:
-    """The query parameter ``name`` if present, checked against ``allowed`` (typed as they are, e.g. a tuple of
-    a ``Literal``'s values).
-
-    Raises:
-        InvalidRequestError: a value outside ``allowed``.
-    """
-    value = params.get(name)
-    if value is None or value == "":
-        return None
-    for option in allowed:
-        if value == option:
-            return option
-    raise InvalidRequestError(f"Invalid '{name}': expected one of {', '.join(allowed)}, got {value[:40]!r}.",
-                              param=name, code="invalid_value")

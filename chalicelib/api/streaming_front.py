@@ -68,8 +68,9 @@ from chalicelib import deps
 from chalicelib.api import health as checks
 from chalicelib.api.context import resolve_access
 from chalicelib.api.middleware import database_unavailable, error_response
+from chalicelib.api.query import parse
 from chalicelib.errors import EngramError, NotFoundError
-from chalicelib.validation import parse_json_object, unknown_parameter
+from chalicelib.validation import parse_json_object
 
 logger = logging.getLogger("engram.responses.stream")
 
@@ -135,8 +136,7 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, quer
                                 code=None)
         tenant, grants = resolve_access(lowered.get("authorization"))
         grants.require("responses", "write")  # the route's permission (chalicelib.api.permissions)
-        for name in parse_qs(query, keep_blank_values=True):
-            raise unknown_parameter(name)
+        parse({}, parse_qs(query, keep_blank_values=True))  # the route declares no parameter
         payload = parse_json_object(body)  # the API's own decoder: same 400s, before any event
         settings = deps.current_settings()
         from chalicelib.responses import service

@@ -25,8 +25,9 @@ __all__ = ["LABEL", "MODEL", "ScriptedBackend"]
 # The model name that always reaches the scripted backend (chalicelib.chat.routing).
 MODEL = "engram-scripted"
 
-# How every free-text answer begins: nobody mistakes it for a real model.
-LABEL = "[scripted local model: no chat model is configured]"
+# How every free-text answer begins: nobody mistakes it for a real model. It says what is true whatever is
+# configured (a request naming engram-scripted reaches it even when a chat model is configured too).
+LABEL = "[engram-scripted: a scripted local model, not a language model]"
 _BLOCK = re.compile(r"<memory>(.*?)</memory>", re.S)
 # Characters of a tool's results quoted in the answer that follows them.
 QUOTED_CHARS = 300

@@ -80,7 +80,9 @@ class SyncResult:
 
 
 def scope(settings: Settings, tenant: str, store: str | None = None) -> Scope:
-    """The scope of a sync of ``tenant``'s drop folder, or of its store ``store`` (a name or ``vs_`` id).
+    """The scope of a sync of ``tenant``'s drop folder, or of its store ``store`` (a name or ``vs_`` id). A name
+    the database does not know yet but the bucket holds objects under (``<tenant>/<store>/``: the drop events that
+    would have created the store were lost) is synced as that prefix: the objects' events create the store.
 
     Raises:
         InvalidRequestError: no drop bucket is configured (``drop_folder_not_configured``), no such tenant
@@ -106,7 +108,12 @@ def scope(settings: Settings, tenant: str, store: str | None = None) -> Scope:
             return Scope(tenant, None, (f"{tenant}/",))
         found = vector_stores.find(conn, tenant, store)
     if found is None:
-        raise InvalidRequestError(f"No vector store {store!r} in this tenant: name one by its name or id.",
+        prefix = f"{tenant}/{store}/"
+        if "/" not in store and _holds_objects(settings, prefix):
+            return Scope(tenant, None, (prefix,))
+        raise InvalidRequestError(f"No vector store {store!r} in this tenant, and nothing under "
+                                  f"s3://{settings.bucket}/{prefix} in the drop folder: name a store by its name or "
+                                  "id.",
                                   param="vector_store", code="store_not_found")
     names = [found.id] + ([found.name] if found.name and "/" not in found.name and found.name != found.id else [])
     return Scope(tenant, found.id, tuple(f"{tenant}/{name}/" for name in names))
@@ -143,6 +150,22 @@ def run(settings: Settings, dispatcher: Dispatcher, *, tenant: str | None = None
         if result.cursor is not None:
             return result
     return result
+
+
+def _holds_objects(settings: Settings, prefix: str) -> bool:
+    """Whether the drop bucket holds any object under ``prefix``.
+
+    Raises:
+        UpstreamError: S3 failed.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        page = aws.client("s3", settings.aws_region).list_objects_v2(Bucket=settings.bucket, Prefix=prefix,
+                                                                      MaxKeys=1)
+    except (BotoCoreError, ClientError) as exc:
+        raise UpstreamError(f"Listing s3://{settings.bucket}/{prefix} failed: {str(exc)[:300]}") from exc
+    return bool(page.get("KeyCount") or page.get("Contents"))
 
 
 def _tenants(settings: Settings) -> list[str]:

@@ -23,7 +23,7 @@ from chalicelib.config import Settings
 from chalicelib.dispatch.local import LocalDispatcher
 from chalicelib.dispatch.port import Dispatcher
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import NotFoundError
+from chalicelib.errors import InvalidRequestError, NotFoundError
 from chalicelib.ingest import engine
 from chalicelib.ingest.chunk import ChunkingStrategy, resolve_chunking_strategy
 from chalicelib.store import attachments as attachment_rows
@@ -42,16 +42,19 @@ class Attachment:
 
 
 def prepare(conn: psycopg.Connection, tenant_id: str, entries: Sequence[tuple[str, dict[str, Any] | None, Any]], *,
-            embedder: Embedder, param: Callable[[int, str], str]) -> list[Attachment]:
+            embedder: Embedder, settings: Settings, param: Callable[[int, str], str]) -> list[Attachment]:
     """Check ``(file_id, attributes, chunking_strategy)`` entries without writing: ids well-formed, files exist,
-    strategies valid. ``param(i, field)`` names the request field of entry ``i`` in errors (``file_ids[3]``,
-    ``files[1].chunking_strategy``).
+    strategies valid, and no file that its size alone shows ingestion would refuse (:func:`parse.refusal_by_size`
+    under ``settings``' parse limits). ``param(i, field)`` names the request field of entry ``i`` in errors
+    (``file_ids[3]``, ``files[1].chunking_strategy``).
 
     Raises:
-        InvalidRequestError: a malformed id or strategy (400).
+        InvalidRequestError: a malformed id or strategy (400); a file too large to ingest (400 ``file_too_large``,
+            the message naming the setting).
         NotFoundError: a file that does not exist for this tenant (404, ``param`` its field).
     """
     from chalicelib import ids
+    from chalicelib.ingest import parse
 
     prepared = []
     for index, (file_id, attributes, strategy) in enumerate(entries):
@@ -62,6 +65,10 @@ def prepare(conn: psycopg.Connection, tenant_id: str, entries: Sequence[tuple[st
             row = file_rows.get_file(conn, tenant_id, file_id)
         except NotFoundError as exc:
             raise NotFoundError(exc.message, param=param(index, "file_id"), code=exc.code) from None
+        too_large = parse.refusal_by_size(row.filename, row.bytes, parse.ParseLimits.from_settings(settings))
+        if too_large is not None:
+            raise InvalidRequestError(f"{too_large}; ingestion would refuse it.", param=param(index, "file_id"),
+                                      code="file_too_large")
         prepared.append(Attachment(row, resolved, dict(attributes or {})))
     return prepared
 

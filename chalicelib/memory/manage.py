@@ -127,11 +127,14 @@ def delete_many(conn: psycopg.Connection, tenant_id: str, memory_ids: Sequence[s
     return len(currents)
 
 
-def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, *, actor: str = "api") -> dict[str, int]:
+def purge(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None, *,
+          actor: str = "api") -> dict[str, int]:
     """Remove a scope's memories and every row holding their text (history, add jobs, idempotency records, cached
-    embeddings); returns rows removed per kind. Nothing of the scope's text is left in any table."""
+    embeddings); returns rows removed per kind. Nothing of the scope's text is left in any table. ``scope`` None
+    purges every scope of the tenant (an add committing while it runs is not waited for: it takes no scope lock)."""
     with conn.transaction():
-        store.lock_scope(conn, tenant_id, scope)
+        if scope is not None:
+            store.lock_scope(conn, tenant_id, scope)
         counts = store.purge(conn, tenant_id, scope)
         audit.record(conn, tenant_id, "purge", "scope", None, scope, actor=actor, details=counts)
         return counts

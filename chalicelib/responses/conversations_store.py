@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.responses.turns import Summary
-from chalicelib.store.paging import Page, keyset, trim
+from chalicelib.store.paging import Page, cursor_not_in_list, keyset, trim
 
 __all__ = [
     "Conversation",
@@ -91,7 +91,10 @@ _HISTORY = f"""SELECT turn, item FROM conversation_items
 WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND {_SHOWN}
   AND seq > coalesce(%(after_seq)s::bigint, 0)
 ORDER BY seq"""
-# A cursor is an item id, live or deleted; an id never seen in the conversation matches nothing (an empty page).
+# A cursor is an item id, live or deleted (a tombstone keeps its position); an id never seen in the conversation is
+# refused (_CURSOR_SEEN).
+_CURSOR_SEEN = """SELECT 1 FROM conversation_items
+WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND id = %(after)s"""
 _ITEMS_PAGE = f"""SELECT item FROM conversation_items
 WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s AND {_SHOWN}
   AND (%(after)s::text IS NULL OR seq {{op}} (SELECT seq FROM conversation_items
@@ -207,7 +210,14 @@ def items_page(conn: psycopg.Connection, tenant_id: str, conversation_id: str,
                page: Page) -> tuple[list[dict[str, Any]], bool]:
     """One page of the conversation's live items in ``page.order`` of position, after the item ``page.after``
     (an item id, possibly deleted since): ``(items, has_more)``. The conversation's existence is the caller's
-    check."""
+    check.
+
+    Raises:
+        InvalidRequestError: (400, param ``after``) ``page.after`` was never an item of the conversation.
+    """
+    params = {"tenant": tenant_id, "conversation": conversation_id, "after": page.after}
+    if page.after is not None and conn.execute(_CURSOR_SEEN, params).fetchone() is None:
+        raise cursor_not_in_list("after", page.after, "this conversation")
     ascending = page.order == "asc"
     query = sql.SQL(_ITEMS_PAGE).format(op=sql.SQL(">" if ascending else "<"),
                                         direction=sql.SQL("ASC" if ascending else "DESC"))

@@ -38,8 +38,8 @@ from chalicelib.memory import MemoryScope
 from chalicelib.responses.schemas import MemoryOptions
 from chalicelib.validation import validate
 
-__all__ = ["BLOCK_END", "BLOCK_START", "MemoryPlan", "Recalled", "recall_for", "remember", "resolve",
-           "usage_of"]
+__all__ = ["BLOCK_END", "BLOCK_START", "MemoryPlan", "Recalled", "failure_reason", "recall_for", "remember",
+           "remembered", "resolve", "usage_of"]
 
 logger = logging.getLogger("engram.responses")
 
@@ -129,8 +129,12 @@ def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, pla
     of the query for both. Never raises: a failure gives a ``failed`` item and no block (logged, counted as
     ``MemoryRecallFailures``)."""
     started = time.perf_counter()
+    # "content": [] because the openai SDK parses an output item of a type it does not know as a
+    # ResponseOutputMessage, whose content the agents SDK's helpers iterate (ItemHelpers.text_message_outputs raised
+    # "'NoneType' object is not iterable" on the included item): an empty list reads as a message with no text.
     item: dict[str, Any] = {"id": ids.new_id(ids.MEMORY_SEARCH_CALL), "type": "memory_search_call",
-                            "status": "completed", "queries": [query], "results": [], **plan.scope.as_dict()}
+                            "status": "completed", "queries": [query], "results": [], **plan.scope.as_dict(),
+                            "content": []}
     if not query.strip():
         return Recalled(item, None)
     try:
@@ -138,10 +142,11 @@ def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, pla
         found = memory.recall_context(conn, ctx, plan.scope, query, top_k=plan.top_k,
                                       score_threshold=plan.score_threshold, with_exchanges=plan.exchanges,
                                       exchange_threshold=plan.exchange_threshold)
-    except Exception:
+    except Exception as exc:
         logger.exception("memory recall failed; the response goes on without memories")
         observability.record(RECALL_FAILURES, 1, "Count")
         item["status"] = "failed"
+        item["reason"] = failure_reason(exc)
         item["usage"] = {"embedding_tokens": 0, "injected_tokens": 0,
                          "latency_ms": round((time.perf_counter() - started) * 1000.0, 3)}
         return Recalled(item, None)
@@ -162,38 +167,62 @@ def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, pla
     return Recalled(item, block, [r["id"] for r in results])
 
 
-def usage_of(recalled: Recalled | None, *, memory_job_id: str | None = None) -> dict[str, Any]:
+def usage_of(recalled: Recalled | None, plan: MemoryPlan) -> dict[str, Any]:
     """``usage.memory`` of a response with memory on (a new dict): ``status`` (``completed`` or ``failed``; ``off``
-    when recall is off, ``recalled`` None, and only remembering is on), ``memories`` and ``exchanges`` (how many of
-    each were recalled), ``ids`` (theirs, in the block's order), ``embedding_tokens``, ``injected_tokens`` and
-    ``latency_ms`` (0 when recall did not get that far), and ``memory_job_id`` (the remember job, set once the
-    response is done; null when none was dispatched)."""
-    item: dict[str, Any] = recalled.item if recalled is not None else {"status": "off"}
+    when recall is off, ``recalled`` None) and ``reason`` (why recall failed or is off; null when it completed),
+    ``memories`` and ``exchanges`` (how many of each were recalled), ``ids`` (theirs, in the block's order),
+    ``embedding_tokens``, ``injected_tokens`` and ``latency_ms`` (0 when recall did not get that far); then what
+    happens to the exchange: ``remember`` (``off`` with ``memory.remember: false``; set by
+    :func:`remembered` once the response is done: ``queued``, ``skipped`` or ``failed``), ``remember_reason``
+    (why it was skipped or failed) and ``memory_job_id`` (the remember job; null when none was dispatched)."""
+    item: dict[str, Any] = recalled.item if recalled is not None else {"status": "off", "reason": "recall=false"}
     results = item.get("results") or []
     spent = item.get("usage") or {}
-    return {"status": item.get("status", "completed"),
+    return {"status": item.get("status", "completed"), "reason": item.get("reason"),
             "memories": sum(1 for r in results if r.get("type") == "memory"),
             "exchanges": sum(1 for r in results if r.get("type") == "exchange"),
             "ids": list(recalled.prior_ids) if recalled is not None else [],
             "embedding_tokens": spent.get("embedding_tokens", 0), "injected_tokens": spent.get("injected_tokens", 0),
-            "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": memory_job_id}
+            "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": None,
+            "remember": "pending" if plan.remember else "off",
+            "remember_reason": None if plan.remember else "remember=false"}
+
+
+def remembered(usage: dict[str, Any], status: str, reason: str | None = None, job_id: str | None = None) -> None:
+    """Record in ``usage`` (a :func:`usage_of` dict) what happened to the exchange: ``status`` ``queued`` (with
+    ``job_id``), ``skipped`` or ``failed`` (with ``reason``, e.g. ``store=false``)."""
+    usage.update(remember=status, remember_reason=reason, memory_job_id=job_id)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A client-safe line saying why a memory or file search step failed: an Engram error's own message (e.g.
+    "The embedding service did not answer in time"), else only the exception's kind (internals never reach the
+    client)."""
+    from chalicelib.errors import EngramError
+
+    if isinstance(exc, EngramError):
+        return exc.message[:300]
+    return f"internal error ({type(exc).__name__})"
 
 
 def remember(conn: psycopg.Connection, settings: Settings, tenant_id: str, plan: MemoryPlan, *, response_id: str,
-             thread_id: str, prompt: str, answer: str, prior_ids: list[str]) -> str | None:
+             thread_id: str, prompt: str, answer: str, prior_ids: list[str]) -> tuple[str, str | None, str | None]:
     """Dispatch the job that stores this exchange and extracts memories from it (with the memory model when one
-    is configured), on the tenant connection ``conn``; returns the job's id (``memjob_…``), or None when there was
-    nothing to remember or it could not be dispatched (logged, counted as ``MemoryRememberFailures``; the response
-    is not affected)."""
+    is configured), on the tenant connection ``conn``. Returns ``(status, reason, job_id)`` for :func:`remembered`:
+    ``("queued", None, "memjob_…")``, ``("skipped", why, None)`` when there was nothing to remember, or
+    ``("failed", why, None)`` when it could not be dispatched (logged, counted as ``MemoryRememberFailures``; the
+    response is not affected)."""
     try:
         job = memory.remember(conn, memory.context(settings, tenant_id), plan.scope, response_id=response_id,
                               thread_id=thread_id, session_id=plan.scope.run_id, prompt=prompt, answer=answer,
                               prior_ids=prior_ids)
-    except Exception:
+    except Exception as exc:
         logger.exception("dispatching the memory job of response %s failed", response_id)
         observability.record(REMEMBER_FAILURES, 1, "Count")
-        return None
-    return job.id if job is not None else None
+        return "failed", failure_reason(exc), None
+    if job is None:
+        return "skipped", "nothing to remember (no question or no answer)", None
+    return "queued", None, job.id
 
 
 def _exchange_line(prompt: str, answer: str) -> str:

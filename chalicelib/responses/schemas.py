@@ -437,6 +437,7 @@ class MemorySearchCallItem(BaseModel):
     run_id: Ignored = None
     usage: Ignored = None
     memory_job_id: Ignored = None
+    content: Ignored = None
 
 
 class McpListToolsItem(_Body):

@@ -94,10 +94,14 @@ class Run:
         except Exception as exc:  # a bug or an unexpected driver error: logged, reported generically
             logger.exception("response %s failed", state.id)
             self._fail(EngramError(_GENERIC), exc)
+        skipped = self._not_remembered()
+        if skipped is not None and state.memory_usage is not None:
+            memory.remembered(state.memory_usage, "skipped", skipped)
         if self.store or self.conversation_id is not None:
             try:
                 with tenant_connection(self.settings, self.tenant_id) as conn:
-                    self._remember(conn)
+                    if skipped is None:
+                        self._remember(conn)
                     self._persist(conn)
             except Exception as exc:
                 logger.exception("storing response %s failed", state.id)
@@ -105,19 +109,32 @@ class Run:
         final = {"completed": "completed", "incomplete": "incomplete"}.get(state.status, "failed")
         yield emit.lifecycle(final, body())
 
-    def _remember(self, conn: psycopg.Connection) -> None:
-        """Dispatch the memory job of a completed response (never fails it: see :mod:`responses.memory`)."""
+    def _not_remembered(self) -> str | None:
+        """Why this response's exchange is not remembered (None: it is, or memory is off or not remembering, which
+        ``usage.memory`` already says). ``store: false`` asks that nothing of the exchange be kept: recall still
+        runs (it only reads), but nothing is remembered."""
         plan, state = self.memory_plan, self.state
-        if plan is None or not plan.remember or state.status != "completed":
+        if plan is None or not plan.remember:
+            return None
+        if not self.store:
+            return "store=false"
+        if state.status != "completed":
+            return f"the response is {state.status}"
+        return None
+
+    def _remember(self, conn: psycopg.Connection) -> None:
+        """Dispatch the memory job of a completed, stored response (never fails it: see :mod:`responses.memory`)."""
+        plan, state = self.memory_plan, self.state
+        if plan is None or not plan.remember:
             return
         answer = "\n\n".join(items.text_of(item) for item in state.output if item.get("type") == "message")
-        job_id = memory.remember(conn, self.settings, self.tenant_id, plan, response_id=state.id,
-                                 thread_id=self.thread_id or state.id, prompt=self.question,
-                                 answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
+        status, reason, job_id = memory.remember(
+            conn, self.settings, self.tenant_id, plan, response_id=state.id, thread_id=self.thread_id or state.id,
+            prompt=self.question, answer=answer, prior_ids=self.recalled.prior_ids if self.recalled else [])
         if self.recalled is not None:
             self.recalled.item["memory_job_id"] = job_id
         if state.memory_usage is not None:
-            state.memory_usage["memory_job_id"] = job_id
+            memory.remembered(state.memory_usage, status, reason, job_id)
 
     def _fail(self, error: EngramError, cause: BaseException) -> None:
         self.error = error
@@ -293,12 +310,10 @@ def _assemble(g: _Gathered) -> Run:
     state = ResponseState(id=ids.new_id(ids.RESPONSE), model=req.model,
                           echo=_echo(req, g.parsed_tools, g.conversation_id, g.output_format))
     state.summary_usage = past.usage
-    if recalled is not None:  # what recall did is always in usage.memory; the item itself only when included
-        state.memory_usage = memory.usage_of(recalled)
-        if include_memory:
+    if plan is not None:  # what recall did is always in usage.memory; the item itself only when included
+        state.memory_usage = memory.usage_of(recalled, plan)
+        if recalled is not None and include_memory:
             state.output.append(recalled.item)
-    elif plan is not None and plan.remember:  # recall off: usage.memory still carries the remember job's id
-        state.memory_usage = memory.usage_of(None)
     config = loop.LoopConfig(
         backend=g.backend, model=req.model, messages=tuple(messages),
         function_tools=tuple(ToolSpec(f.name, f.description or "", f.echo()["parameters"]) for f in functions),

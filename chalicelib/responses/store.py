@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.responses.turns import Summary, Turn
-from chalicelib.store.paging import Page
+from chalicelib.store.paging import Page, cursor_not_in_list
 from chalicelib.wire import ResponseStatus
 
 # A chain walk never follows more links than this (a guard; summaries keep real walks short).
@@ -126,11 +126,14 @@ def input_items_page(conn: psycopg.Connection, tenant_id: str, response_id: str,
         raise not_found(response_id, "response_id")
     items = list(row[0]) if page.order == "asc" else list(reversed(row[0]))
     positions = {item.get("id"): i for i, item in enumerate(items)}
+    for name, cursor in (("after", page.after), ("before", page.before)):
+        if cursor is not None and cursor not in positions:
+            raise cursor_not_in_list(name, cursor, "this response's input items")
     start, end = 0, len(items)
     if page.after is not None:
-        start = positions.get(page.after, -1) + 1 if page.after in positions else len(items)
+        start = positions[page.after] + 1
     if page.before is not None:
-        end = positions.get(page.before, len(items))
+        end = positions[page.before]
     window = items[start:end]
     if page.before is not None and page.after is None:
         return window[-page.limit:], len(window) > page.limit

@@ -96,12 +96,14 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
          threshold: float = 0.0, index: HnswIndex | None = None,
-         backend: VectorBackend = PGVECTOR) -> list[Ranked]:
+         backend: VectorBackend = PGVECTOR, rerank: bool = True) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
     ``max(limit, FUSION_WINDOW)`` of them (all of them without ``limit``) in relevance order (module docstring);
-    when the rest is read too (below), the whole list is in relevance order. ``index``: the corpus's HNSW index
+    when the rest is read too (below), the whole list is in relevance order. ``rerank=False`` (OpenAI's ranker
+    ``none``) keeps hybrid ranking in fusion order: every row still carries its relevance, which then need not
+    descend along the list. ``index``: the corpus's HNSW index
     when the caller has read it already (:func:`chalicelib.store.vector_stores.hnsw_index`; else it is read here,
     for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
@@ -124,7 +126,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
     if use_vector:
         # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
-        if corpus.hnsw_prefix is None or backend is not PGVECTOR:
+        if corpus.hnsw_prefix is None or not backend.in_postgres:
             index = HnswIndex(kind=None, iterative_scan=False)
         elif index is None:
             index = hnsw_index(conn, embedder.dimension)
@@ -156,7 +158,8 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         return []
     window = len(fused) if limit is None else max(limit, FUSION_WINDOW)
     batches = [fused[:window], fused[window:]]
-    reorder = use_vector and weights.text > 0  # one leg's relevance is monotone in its score: order unchanged
+    # One leg's relevance is monotone in its score: its order is unchanged either way.
+    reorder = rerank and use_vector and weights.text > 0
     ranked: list[Ranked] = []
     reached = 0
     for batch in batches:

@@ -60,7 +60,10 @@ WHERE c.tenant_id = ANY(%(tenants)s) AND c.id = ANY(%(ids)s)"""
 
 @dataclass(frozen=True, slots=True)
 class RankingOptions:
-    """OpenAI ``ranking_options``: ``score_threshold`` in [0, 1]; ``hybrid_search`` weights ≥ 0 (at least one > 0)."""
+    """OpenAI ``ranking_options``: ``score_threshold`` in [0, 1]; ``hybrid_search`` weights ≥ 0 (at least one > 0);
+    ``ranker``: ``auto`` and ``default-2024-11-15`` (Engram's one ranker: fusion picks the candidates, relevance
+    orders them) or ``none`` (no re-ranking: hybrid results in reciprocal-rank-fusion order, each still scored by
+    its relevance; a single leg's order is the same under every ranker)."""
 
     ranker: str = "auto"
     score_threshold: float = 0.0
@@ -163,14 +166,15 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     ranked: list[Ranked] = []
     tenant_ids: list[str] = []
     for name, group in groups.items():
-        index = hnsw_index(conn, embedder.dimension) if name == "pgvector" else HnswIndex(None, False)
+        backend = for_backend(name, settings, embedder.dimension)
+        index = hnsw_index(conn, embedder.dimension) if backend.in_postgres else HnswIndex(None, False)
         scope = search_scope(conn, tenant_id, group, where)
         tenant_ids += [t for t in scope.tenant_ids if t not in tenant_ids]
         ranked += rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                        depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=index.indexed_rows,
                        index=index, weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
                        threshold=ranking.score_threshold, vectors=vectors,
-                       backend=for_backend(name, settings, embedder.dimension))
+                       backend=backend, rerank=ranking.ranker != "none")
     if len(groups) > 1:
         ranked.sort(key=lambda r: -r.relevance)
     scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]

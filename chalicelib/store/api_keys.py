@@ -5,7 +5,7 @@ once, by :func:`create_key`; the database keeps its SHA-256 digest (``key_hash``
 (``sk-engram-...abcd``). Requests are authenticated by :func:`grants_for_key`, which calls the ``SECURITY DEFINER``
 function ``engram_key_grants`` so that a role without ``SELECT`` on ``api_keys`` can still resolve a key to its
 tenant and what it may do (:mod:`chalicelib.access`: a permission per resource, an optional memory scope; migration
-``0026_key_permissions.sql``).
+``0028_key_permissions.sql``).
 
 Why a single unsalted SHA-256 and not bcrypt/scrypt/Argon2: slow, salted KDFs exist because human passwords have
 little entropy (tens of bits), so an attacker holding the hashes can enumerate likely inputs. These keys are 256

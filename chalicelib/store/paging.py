@@ -2,7 +2,10 @@
 
 Ids embed their creation time (:mod:`chalicelib.ids`), so ordering by id byte-wise (``COLLATE "C"``) is ordering by
 creation, and a cursor is just an id — one that keeps working after the object it names is deleted (a client that
-deletes while it iterates does not lose its place).
+deletes while it iterates does not lose its place). Lists ordered by position instead (a conversation's items, a
+response's input items) take the id of an item that is or was in the list. A cursor that can name no place in its
+list (not an id of the list's kind, or an item never in it) is a 400 on every list
+(:func:`chalicelib.ids.validate_cursor`, :func:`cursor_not_in_list`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from psycopg import sql
+
+from chalicelib.errors import InvalidRequestError
 
 RowT = TypeVar("RowT")
 
@@ -55,3 +60,10 @@ def trim(page: Page, rows: list[RowT]) -> tuple[list[RowT], bool]:
     if page.before is not None and page.after is None:
         rows.reverse()
     return rows, has_more
+
+
+def cursor_not_in_list(param: str, cursor: str, where: str) -> InvalidRequestError:
+    """The 400 (``invalid_value``, ``param`` ``after`` or ``before``) for a cursor naming no item of a list ordered
+    by position; ``where`` names the list ("this conversation")."""
+    return InvalidRequestError(f"Invalid '{param}': no item '{cursor[:64]}' in {where}.", param=param,
+                               code="invalid_value")

@@ -18,6 +18,8 @@ def test_it_repeats_what_recall_gave_it_and_says_what_it_is():
     answer = ScriptedBackend().complete(request)
     assert answer.text.splitlines() == [LABEL, "You asked: Dinner?", "What I remember about you:",
                                         "- (2025-01-02) I'm vegetarian."]
+    # The label says what is true however Engram is configured: the name reaches it even beside a chat model.
+    assert "engram-scripted" in LABEL and "configured" not in LABEL
     pieces = list(ScriptedBackend().stream(request))
     assert "".join(p.text for p in pieces if isinstance(p, TextDelta)) == answer.text
     assert isinstance(pieces[-1], ChatResult) and pieces[-1].tool_calls == ()

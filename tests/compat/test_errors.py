@@ -193,6 +193,17 @@ def test_wrong_method_is_404_invalid_url_as_openai_answers(http, method, path):
     assert response.json()["error"]["message"] == f"Invalid URL ({method} /v1{path})"
 
 
+def test_the_request_log_records_the_status_the_client_got(http, capfd):
+    """A wrong method used to be logged as Chalice's 405 while the client got 404."""
+    import json
+
+    capfd.readouterr()
+    assert http.request("PUT", "/vector_stores", json={}).status_code == 404
+    lines = [json.loads(line) for line in capfd.readouterr().out.splitlines() if line.startswith("{")]
+    logged = [line for line in lines if line.get("message") == "request" and line.get("method") == "PUT"]
+    assert logged and all(line["status"] == 404 for line in logged), logged
+
+
 @pytest.mark.parametrize("raw", [
     b"GARBAGE\r\n\r\n",
     b"FROB /v1/files HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -142,6 +142,43 @@ def test_bad_cursor_is_400(pager):
     assert exc.value.param == "after"
 
 
+def test_a_cursor_naming_no_place_in_its_list_is_400_on_every_list(make_client, server, make_key):
+    """Every list route alike: a cursor that is not an id of the list's kind (``vs_garbage``, another kind's id),
+    or (lists ordered by position) an item never in the list, is a 400 naming ``after`` / ``before`` — before, such a
+    cursor gave an empty page, the first page or the tenant's store depending on the route."""
+    import httpx
+
+    client = make_client("pager-cursors")
+    store = client.vector_stores.create(name="cursors")
+    file = client.files.create(file=("a.txt", b"cursor test"), purpose="assistants")
+    client.vector_stores.files.create(vector_store_id=store.id, file_id=file.id)
+    batch = client.vector_stores.file_batches.create(vector_store_id=store.id, file_ids=[file.id])
+    conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": "hi"}])
+    headers = {"Authorization": f"Bearer {make_key('pager-cursors')}"}
+    lists = {"/files": "file-", "/vector_stores": "vs_", f"/vector_stores/{store.id}/files": "file-",
+             f"/vector_stores/{store.id}/file_batches/{batch.id}/files": "file-", "/conversations": "conv_",
+             "/agents": "agent_", "/memories?user_id=u": "mem_"}
+    well_formed_unknown = "0" * 10 + "A" * 14
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        for path, prefix in lists.items():
+            join = "&" if "?" in path else "?"
+            for cursor in (prefix + "garbage", "vs_" + well_formed_unknown if prefix != "vs_" else
+                           "file-" + well_formed_unknown, "not an id!"):
+                response = http.get(f"{path}{join}after={cursor}")
+                assert response.status_code == 400, (path, cursor, response.text)
+                assert response.json()["error"]["param"] == "after"
+            # A well-formed id of the list's kind is a place in it, whether or not it still exists.
+            assert http.get(f"{path}{join}after={prefix}{well_formed_unknown}").status_code == 200, path
+        for path in (f"/conversations/{conversation.id}/items", f"/responses/resp_{well_formed_unknown}/input_items"):
+            response = http.get(f"{path}?after=msg_{well_formed_unknown}")
+            assert response.status_code == (400 if "conversations" in path else 404), (path, response.text)
+        item = client.conversations.items.list(conversation.id).data[0]
+        assert http.get(f"/conversations/{conversation.id}/items?after={item.id}").status_code == 200
+        client.conversations.items.delete(item.id, conversation_id=conversation.id)
+        # a deleted item keeps its place
+        assert http.get(f"/conversations/{conversation.id}/items?after={item.id}").status_code == 200
+
+
 # ---- files -------------------------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from chalicelib.store.db import connect
 
 DUMMY = {"file_id": "file-abc123", "vector_store_id": "vs_abc123", "batch_id": "vsfb_abc123",
          "upload_id": "upload_abc123", "response_id": "resp_abc123", "conversation_id": "conv_abc123",
-         "item_id": "msg_abc123", "agent_id": "agent_abc123", "memory_id": "mem_abc123", "job_id": "memjob_abc123",
+         "item_id": "msg_abc123", "agent_id": "agent_abc123", "memory_id": "mem_abc123", "job_id": "memjob_abc123", "exchange_id": "exch_abc123",
          "event_id": "memjob_abc123", "entity_type": "user", "entity_id": "alice", "org_id": "org", "project_id": "p",
          "webhook_id": "wh"}
 

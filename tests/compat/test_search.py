@@ -223,6 +223,29 @@ def test_hybrid_results_are_the_fused_candidates_in_relevance_order(client, corp
             assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
 
 
+def test_ranker_none_keeps_fusion_order_and_the_default_ranker_reorders(client, corpus):
+    """``ranker: none`` is fusion without the re-ranking step: the page is reciprocal rank fusion's order of the two
+    legs; ``auto`` and ``default-2024-11-15`` (the same ranker) order the same candidates by relevance. At least one
+    query here is one where the two orders differ, so the test tells them apart."""
+    from chalicelib.search.fusion import reciprocal_rank_fusion
+
+    store_id, _ = corpus
+    differ = 0
+    for query in ("harbour pilot tankers", "fishing boat at the harbour", "ferries islands reef",
+                  "lighthouse cargo ships", "the harbour at dawn"):
+        legs = [[h.file_id for h in search(client, store_id, query=query, ranking_options=MODES[m]).data]
+                for m in ("vector", "keyword")]
+        fused = [f for f, _ in reciprocal_rank_fusion([(1.0, legs[0]), (1.0, legs[1])])]
+        plain = search(client, store_id, query=query, ranking_options={"ranker": "none"}).data
+        assert [h.file_id for h in plain] == fused[:len(plain)]
+        pages = [search(client, store_id, query=query, ranking_options={"ranker": r}).data
+                 for r in ("auto", "default-2024-11-15")]
+        assert [(h.file_id, h.score) for h in pages[0]] == [(h.file_id, h.score) for h in pages[1]]
+        assert sorted((h.file_id, h.score) for h in pages[0]) == sorted((h.file_id, h.score) for h in plain)
+        differ += [h.file_id for h in pages[0]] != [h.file_id for h in plain]
+    assert differ > 0
+
+
 def test_empty_store(client):
     store = client.vector_stores.create(name="empty")
     page = client.vector_stores.search(store.id, query="anything")

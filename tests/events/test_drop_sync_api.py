@@ -166,6 +166,17 @@ def test_engram_sync_json_and_stats(harness, pipeline_settings, tmp_path, monkey
         jobs = json.loads(runner.invoke(app, ["jobs", "list", "--json"], catch_exceptions=False).stdout)
         assert any(row["job"] == "sync_drop_folder" and row["scope"] == tenant
                    and row["last_counts"] == _counts(scanned=2, new=2) for row in jobs)
+        # A store the bucket holds and the database does not yet (its drop events were lost before it existed).
+        harness.put(f"{tenant}/syncme/c.txt", b"dropped into a store nobody has seen")
+        queue = harness.urls[INGEST_QUEUE]  # lost without a purge (SQS allows one a minute)
+        while lost := harness.sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages"):
+            for message in lost:
+                harness.sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+        unseen = runner.invoke(app, ["sync", "--store", "syncme", "--json"], catch_exceptions=False)
+        assert unseen.exit_code == 0, unseen.output
+        assert json.loads(unseen.stdout)["counts"] == _counts(scanned=1, new=1)
+        harness.drain()
+        assert _names(pipeline_settings, tenant, "syncme") == {"c.txt"}
         missing = runner.invoke(app, ["sync", "--store", "no-such-store"])
         assert missing.exit_code == 2 and "store_not_found" in missing.output
     finally:

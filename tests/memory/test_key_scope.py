@@ -129,6 +129,9 @@ def test_a_bound_writer_adds_and_purges_only_in_its_scope(server, key_for, owner
         _refused(writer.post("/memories", json={"messages": "x", "user_id": "bob", "infer": False}),
                  "memory_scope_not_permitted", "user_id='carol'")
         _refused(writer.delete("/memories", params={"user_id": "bob"}), "memory_scope_not_permitted", "carol")
+        _refused(writer.delete("/memories", params={"all": "true"}), "memory_scope_not_permitted", "every scope")
+        assert writer.get("/memories/stats").json()["active"] >= 1  # Carol's: the key's scope
+        assert writer.get("/memories/stats", params={"user_id": "bob"}).status_code == 403
         assert writer.delete(f"/memories/{seeded['bob']}").status_code == 404
         assert writer.post(f"/memories/{seeded['bob']}", json={"memory": "hijacked"}).status_code == 404
         _refused(writer.get("/vector_stores"), "insufficient_permissions", "vector_stores.read")

@@ -126,8 +126,9 @@ def test_items_paginate_in_both_orders_and_survive_deleting_the_cursor(client):
     client.conversations.items.delete(page.last_id, conversation_id=conv.id)  # the cursor itself goes
     rest = client.conversations.items.list(conv.id, order="asc", limit=100, after=page.last_id)
     assert [t for _, t in _texts(rest.data)] == texts[5:]
-    unknown = client.conversations.items.list(conv.id, after="msg_never_seen")
-    assert unknown.data == [] and unknown.has_more is False and unknown.last_id is None
+    with pytest.raises(openai.BadRequestError) as caught:  # a cursor naming no item of the conversation
+        client.conversations.items.list(conv.id, after="msg_never_seen")
+    assert caught.value.body["param"] == "after"
 
     with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.items.list(conv.id, limit=101)

@@ -343,7 +343,7 @@ def test_agents_runner_three_turns_with_to_input_list(agents_for, tenant, fake, 
 def test_agents_opted_in_items_replay_through_to_input_list(agents_for, tenant, fake):
     """With the item asked for (``response_include``), the agents SDK keeps it in its history and sends it back:
     Engram accepts and drops it."""
-    from agents import Runner
+    from agents import ItemHelpers, Runner
 
     _, _, http = tenant("agents-include")
     _remember(http, "alice", "Alice grows basil")
@@ -364,6 +364,8 @@ def test_agents_opted_in_items_replay_through_to_input_list(agents_for, tenant, 
     results = _run(turns())
     assert [r.final_output for r in results] == ["answer 0", "answer 1"]
     assert _types(results[0].raw_responses[0].output) == ["memory_search_call", "message"]
+    # The SDK's helpers read the run's items, the included one too (it parses as a message with no text).
+    assert [ItemHelpers.text_message_outputs(r.new_items) for r in results] == ["answer 0", "answer 1"]
     assert all(json.dumps(q).count("Alice grows basil") == 1 for q in fake.requests)
 
 

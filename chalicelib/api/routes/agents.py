@@ -57,10 +57,10 @@ def create_agent() -> dict:
 
 
 @bp.route("/agents", methods=["GET"])
-@accepts(*PAGE)
+@accepts(**PAGE)
 def list_agents() -> dict:
     """A cursor page of the tenant's profiles (``limit``, ``order``, ``after``, ``before``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=ids.AGENT, default_limit=20, max_limit=100)
     with tenant_db() as conn:
         rows, has_more = agents.list_page(conn, current_tenant(), page)
     return objects.cursor_page([objects.agent_object(a) for a in rows], has_more)

@@ -9,10 +9,10 @@ from types import ModuleType
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import ARRAY, PAGE, PAGE_FORWARD, accepts
 from chalicelib.api.routes.common import respond
 
 bp = Blueprint(__name__)
@@ -34,11 +34,12 @@ def create_conversation() -> Response:
 
 
 @bp.route("/conversations", methods=["GET"])
-@accepts(*PAGE)
+@accepts(**PAGE)
 def list_conversations() -> dict:
     """Engram's: a cursor page of the tenant's conversations (``limit``, ``order`` default ``desc``, ``after``,
     ``before``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=ids.CONVERSATION, default_limit=20,
+                        max_limit=100)
     data, has_more = _conversations().list_conversations(deps.current_settings(), current_tenant(), page)
     return objects.cursor_page(data, has_more)
 
@@ -63,31 +64,32 @@ def delete_conversation(conversation_id: str) -> Response:
 
 
 @bp.route("/conversations/{conversation_id}/items", methods=["GET"])
-@accepts("limit", "order", "after", "include")
+@accepts(include=ARRAY, **PAGE_FORWARD)
 def list_items(conversation_id: str) -> dict:
     """``conversations.items.list(id, after=, include=, limit=, order=)`` → a cursor page (default ``desc``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100, before=False)
+    page = request.page(request.query(bp.current_request), prefix=None, default_limit=20, max_limit=100,
+                        before=False)
     data, has_more = _conversations().list_items(deps.current_settings(), current_tenant(), conversation_id, page,
-                                                 include=request.repeated(bp.current_request, "include"))
+                                                 include=_include())
     return objects.cursor_page(data, has_more)
 
 
 @bp.route("/conversations/{conversation_id}/items", methods=["POST"])
-@accepts("include")
+@accepts(include=ARRAY)
 def create_items(conversation_id: str) -> dict:
     """``conversations.items.create(id, items=, include=)`` → the list of items added."""
     body = request.json_body(bp.current_request)
     data = _conversations().add_items(deps.current_settings(), current_tenant(), conversation_id, body,
-                                      include=request.repeated(bp.current_request, "include"))
+                                      include=_include())
     return objects.cursor_page(data, False)
 
 
 @bp.route("/conversations/{conversation_id}/items/{item_id}", methods=["GET"])
-@accepts("include")
+@accepts(include=ARRAY)
 def retrieve_item(conversation_id: str, item_id: str) -> Response:
     """``conversations.items.retrieve(item_id, conversation_id=, include=)``."""
     return respond(_conversations().retrieve_item(deps.current_settings(), current_tenant(), conversation_id,
-                                                  item_id, include=request.repeated(bp.current_request, "include")))
+                                                  item_id, include=_include()))
 
 
 @bp.route("/conversations/{conversation_id}/items/{item_id}", methods=["DELETE"])
@@ -95,3 +97,8 @@ def delete_item(conversation_id: str, item_id: str) -> Response:
     """``conversations.items.delete(item_id, conversation_id=)`` → the conversation."""
     return respond(_conversations().delete_item(deps.current_settings(), current_tenant(), conversation_id,
                                                 item_id))
+
+
+def _include() -> list[str]:
+    """The request's ``include`` values (``include[]=a&include[]=b`` or ``include=a``), in order."""
+    return list(request.query(bp.current_request).array("include"))

@@ -8,7 +8,7 @@ from chalice.app import Response
 from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import PAGE, accepts, choice
 from chalicelib.api.routes.common import respond, settled_store, store_id
 from chalicelib.api.routes.vector_store_files import STATUSES
 from chalicelib.api.schemas import CreateFileBatch
@@ -52,7 +52,8 @@ def create_file_batch(vector_store_id: str) -> Response:
         vector_stores.require_active(store, objects.now())
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
         prepared = attach.prepare(conn, tenant, [(e.file_id, e.attributes, e.chunking_strategy) for e in entries],
-                                  embedder=embedder, param=lambda i, name: _param(field, i, name))
+                                  embedder=embedder, settings=deps.current_settings(),
+                                  param=lambda i, name: _param(field, i, name))
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared, param="file_ids")
             batch = batches.create(conn, tenant, store.id, [p.file.id for p in prepared])
@@ -81,12 +82,12 @@ def cancel_file_batch(vector_store_id: str, batch_id: str) -> Response:
 
 
 @bp.route("/vector_stores/{vector_store_id}/file_batches/{batch_id}/files", methods=["GET"])
-@accepts(*PAGE, "filter")
+@accepts(filter=choice(*STATUSES), **PAGE)
 def list_file_batch_files(vector_store_id: str, batch_id: str) -> dict:
     """``file_batches.list_files(batch_id, vector_store_id=, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
-    status = request.choice(params, "filter", STATUSES)
+    page = request.page(params, prefix=ids.FILE, default_limit=20, max_limit=100)
+    status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))

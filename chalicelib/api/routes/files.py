@@ -5,10 +5,10 @@ from __future__ import annotations
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import multipart, objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import accepts
+from chalicelib.api.query import PAGE_FORWARD, accepts, choice
 from chalicelib.api.routes.common import file_id as checked_file_id
 from chalicelib.api.routes.common import respond, sync_vector_index
 from chalicelib.api.schemas import FileExpiresAfterForm
@@ -74,12 +74,12 @@ def _expires_in(fields: dict[str, str]) -> float | None:
 
 
 @bp.route("/files", methods=["GET"])
-@accepts("limit", "order", "after", "purpose")
+@accepts(purpose=choice(*LIST_PURPOSES), **PAGE_FORWARD)
 def list_files() -> dict:
     """``files.list(purpose=, limit=, order=, after=)`` → a cursor page of ``file`` objects."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=FILES_MAX_LIMIT, max_limit=FILES_MAX_LIMIT, before=False)
-    purpose = request.choice(params, "purpose", LIST_PURPOSES)
+    page = request.page(params, prefix=ids.FILE, default_limit=FILES_MAX_LIMIT, max_limit=FILES_MAX_LIMIT, before=False)
+    purpose = params.get("purpose")
     with tenant_db() as conn:
         rows, has_more = file_rows.list_files(conn, current_tenant(), page, purpose=purpose)
     return objects.cursor_page([objects.file_object(r) for r in rows], has_more)

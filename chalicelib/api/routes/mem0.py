@@ -42,7 +42,7 @@ Engram's envelope, which the client raises as its own exceptions by status (400 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chalice import Blueprint
@@ -68,7 +68,7 @@ from chalicelib.api.mem0_schemas import (
     unix_seconds,
 )
 from chalicelib.api.memory_schemas import MAX_ID_CHARS, ListParams, UpdateMemory, scope_of
-from chalicelib.api.query import ANY, accepts
+from chalicelib.api.query import ANY, INTEGER, accepts
 from chalicelib.api.routes import memories as native
 from chalicelib.errors import InvalidRequestError, NotFoundError
 from chalicelib.validation import check_storable
@@ -121,7 +121,7 @@ def add() -> dict:
 
 
 @bp.route("/v3/memories", methods=["POST"])
-@accepts("page", "page_size", *_CLIENT)
+@accepts(*_CLIENT, page=INTEGER, page_size=INTEGER)
 def get_all() -> dict:
     """mem0's get_all: the scope's memories, newest first, one page (``page`` from 1, ``page_size`` ≤ 200, query
     string first) as ``{"count", "next", "previous", "results"}``; ``next`` / ``previous`` are query-only URL
@@ -241,17 +241,18 @@ def history(memory_id: str) -> list[dict[str, Any]]:
 def delete_all() -> dict:
     """mem0's delete_all: ``?user_id=`` / ``agent_id`` / ``run_id`` (``*`` for any), or ``filters`` (mem0 2.2's
     form, JSON or as the client writes a dict), purging exactly that scope. A scope is required: a tenant's
-    memories are never purged whole, and an unknown parameter is refused before anything is deleted."""
+    memories are never purged whole (``reset`` is the explicit form), and an empty, repeated or unknown parameter
+    is refused before anything is deleted. The answer echoes the scope purged (``scope``: a null id means any) and
+    the rows removed (``deleted``)."""
     params = request.query(bp.current_request)
-    named: dict[str, Any] = {k: params[k] for k in ("user_id", "agent_id", "run_id", "app_id") if params.get(k)}
-    check_storable(named)
-    if params.get("filters"):
+    named: dict[str, Any] = {k: params[k] for k in ("user_id", "agent_id", "run_id", "app_id") if k in params}
+    if "filters" in params:
         named["filters"] = filters_param(params["filters"])
     body = request.validate(Mem0List, named)
     scope = scope_of(request.validate(ListParams, select(body).ids))
     with native.session() as (conn, ctx):
-        memory.purge(conn, ctx, scope)
-    return {"message": "Memories deleted successfully!"}
+        counts = memory.purge(conn, ctx, scope)
+    return {"message": "Memories deleted successfully!", "scope": scope.as_dict(), "deleted": counts}
 
 
 @bp.route("/v1/event/{event_id}", methods=["GET"])
@@ -266,7 +267,7 @@ def event(event_id: str) -> dict:
 # ---- entities ----
 
 @bp.route("/v1/entities", methods=["GET"])
-@accepts("page", "page_size", *_CLIENT)
+@accepts(*_CLIENT, page=INTEGER, page_size=INTEGER)
 def users() -> dict:
     """mem0's users(): the tenant's users, agents and runs holding memories, most recently changed first, each
     with ``total_memories`` (active ones), as ``{"count", "next", "previous", "results"}`` (every entity in one
@@ -291,7 +292,8 @@ def delete_entity(entity_type: str, entity_id: str) -> dict:
     name = _entity_id(entity_id)
     with native.session() as (conn, ctx):
         counts = memory.delete_entity(conn, ctx, kind, name)
-    return {"message": "Entity deleted successfully.", "deleted": counts}
+    scope = memory.MemoryScope(**{f"{kind}_id": name})
+    return {"message": "Entity deleted successfully.", "scope": scope.as_dict(), "deleted": counts}
 
 
 # ---- batches and feedback ----
@@ -317,12 +319,12 @@ def batch_update() -> dict:
 @accepts(*_CLIENT)
 def batch_delete() -> dict:
     """mem0's batch_delete: up to 1,000 ``{"memory_id"}``, deleted in one transaction — all, or (one missing)
-    none."""
+    none. The answer names the memories deleted (``memory_ids``)."""
     body = request.validate(Mem0BatchDelete, request.json_body(bp.current_request))
     targets = [_memory_id(item.memory_id, f"memories[{i}].memory_id") for i, item in enumerate(body.memories)]
     with native.session() as (conn, ctx):
         count = memory.delete_many(conn, ctx, targets)
-    return {"message": f"Successfully deleted {count} memories"}
+    return {"message": f"Successfully deleted {count} memories", "memory_ids": targets}
 
 
 @bp.route("/v1/feedback", methods=["POST"])
@@ -508,16 +510,8 @@ def _entity_id(value: str) -> str:
     return value
 
 
-def _int_param(params: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        value = default
-    else:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise InvalidRequestError(f"Invalid '{name}': expected an integer, got {raw[:40]!r}.", param=name,
-                                      code="invalid_value") from None
+def _int_param(params: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = params.get(name, default)
     if not low <= value <= high:
         raise InvalidRequestError(f"Invalid '{name}': must be between {low} and {high}, got {value}.", param=name,
                                   code="invalid_value")

@@ -2,7 +2,7 @@
 audit and purge of a scope, through the memory service (:mod:`chalicelib.memory`). Every read and write names a
 scope (``user_id``, ``agent_id``, ``run_id``) inside the caller's tenant; row-level security stands behind both.
 
-The helpers above the routes (:func:`add`, :func:`search`, :func:`update`, :func:`scope_params`) turn a request
+The helpers around the routes (:func:`add`, :func:`search`, :func:`update`, :func:`purge_scope`) turn a request
 into the service's call and back; the mem0 adapter (:mod:`chalicelib.api.routes.mem0`) uses them too, so both
 APIs validate and answer alike.
 """
@@ -10,7 +10,7 @@ APIs validate and answer alike.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, get_args
 
 import psycopg
@@ -31,17 +31,15 @@ from chalicelib.api.memory_schemas import (
     to_query,
     to_time,
 )
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import BOOLEAN, INTEGER, PAGE, accepts, choice
 from chalicelib.api.routes.common import respond
 from chalicelib.errors import InvalidRequestError, NotFoundError
-from chalicelib.validation import check_storable
 
 bp = Blueprint(__name__)
 
 ADD_ROUTE = "POST /v1/memories"
 IDEMPOTENCY_HEADER = "idempotency-key"
 SCOPE = ("user_id", "agent_id", "run_id")
-_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
 @contextlib.contextmanager
@@ -150,13 +148,15 @@ def search_memories() -> dict:
 
 
 @bp.route("/memories", methods=["GET"])
-@accepts(*SCOPE, "memory_type", "include_inactive", *PAGE)
+@accepts(*SCOPE, "memory_type", include_inactive=BOOLEAN, **PAGE)
 def list_memories() -> dict:
     """A cursor page of the scope's memories (``user_id`` / ``agent_id`` / ``run_id``, optional ``memory_type``;
     ``include_inactive=true`` adds closed, archived and expired ones)."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
-    parsed = request.validate(ListParams, scope_params(params, extra=("memory_type", "include_inactive")))
+    page = request.page(params, prefix=ids.MEMORY, default_limit=20, max_limit=100)
+    named = bound(dict(params))
+    parsed = request.validate(ListParams, {name: named[name] for name in (*SCOPE, "memory_type", "include_inactive")
+                                           if name in named})
     with session() as (conn, ctx):
         rows, has_more = memory.list_page(conn, ctx, scope_of(parsed), page,
                                           memory_types=[parsed.memory_type] if parsed.memory_type else None,
@@ -165,38 +165,88 @@ def list_memories() -> dict:
 
 
 @bp.route("/memories", methods=["DELETE"])
-@accepts(*SCOPE)
+@accepts(*SCOPE, all=BOOLEAN)
 def purge_memories() -> dict:
     """Purge exactly the scope named (``?user_id=`` / ``agent_id`` / ``run_id``): its memories, their history,
-    add jobs, idempotency records and cached embeddings. A scope is required: a tenant's memories are never purged
-    whole, and any other parameter is refused."""
-    parsed = request.validate(ListParams, scope_params(request.query(bp.current_request), extra=()))
-    scope = scope_of(parsed)
+    add jobs, idempotency records and cached embeddings — or, with ``all=true`` and no scope, every user, agent and
+    run of the tenant. The answer echoes the scope purged (``scope``; a null id means any). Anything else (no
+    scope, a scope with ``all=true``, an empty, repeated or unknown parameter) is a 400 before anything is
+    deleted."""
+    params = request.query(bp.current_request)
+    scope = purge_scope(params)
     with session() as (conn, ctx):
         counts = memory.purge(conn, ctx, scope)
-    return {"object": "memory.purge", "deleted": True, **scope.as_dict(), "counts": counts}
+    return purge_answer(scope, counts)
 
 
 @bp.route("/memories/audit", methods=["GET"])
-@accepts("limit", "order", "after", "event", "memory_id", "user_id")
+@accepts("after", "memory_id", "user_id", limit=INTEGER, order=PAGE["order"],
+         event=choice(*get_args(memory.AuditEvent)))
 def memory_audit() -> dict:
     """The tenant's memory lifecycle audit, newest first (``limit``, ``order``, ``after`` — the last ``id`` of the
     previous page —, and filters ``event``, ``memory_id``, ``user_id``). Never any memory text."""
     params = request.query(bp.current_request)
-    page = request.page({k: v for k, v in params.items() if k != "after"}, default_limit=20, max_limit=100,
+    page = request.page({k: v for k, v in params.items() if k != "after"}, prefix=None, default_limit=20, max_limit=100,
                         before=False)
     after = params.get("after")
     if after is not None and not after.isdigit():
         raise InvalidRequestError("Invalid 'after': expected the id (an integer) of an audit entry.", param="after",
                                   code="invalid_value")
-    event = request.choice(params, "event", get_args(memory.AuditEvent))
+    event = params.get("event")
     with session() as (conn, ctx):
         rows, has_more = memory.audit_page(conn, ctx, limit=page.limit, after=int(after) if after else None,
-                                           order=page.order, event=event, entity_id=params.get("memory_id") or None,
-                                           user_id=params.get("user_id") or None)
+                                           order=page.order, event=event, entity_id=params.get("memory_id"),
+                                           user_id=params.get("user_id"))
     data = [objects.memory_audit_entry(r) for r in rows]
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
+
+
+@bp.route("/memories/stats", methods=["GET"])
+@accepts(*SCOPE)
+def memory_stats() -> dict:
+    """Counts of the tenant's memories (or one scope's: ``user_id`` / ``agent_id`` / ``run_id``) by status and, for
+    active ones, by type, and of its stored exchanges (seed 004's ``/vstats``)."""
+    params = request.query(bp.current_request)
+    named = {name: value for name, value in bound(dict(params)).items() if name in SCOPE and value is not None}
+    scope = scope_of(request.validate(ListParams, named)) if named else None
+    with session() as (conn, ctx):
+        counts = memory.stats(conn, ctx, scope)
+    ids_ = scope.as_dict() if scope is not None else {"user_id": None, "agent_id": None, "run_id": None}
+    return {"object": "memory.stats", **ids_, **counts}
+
+
+@bp.route("/memories/exchanges", methods=["GET"])
+@accepts(*SCOPE, "thread_id", "session_id", **PAGE)
+def list_exchanges() -> dict:
+    """A cursor page of the scope's stored exchanges (``user_id`` / ``agent_id`` / ``run_id`` required, as for
+    memories; ``thread_id`` or ``session_id`` narrow it), newest first by default."""
+    params = request.query(bp.current_request)
+    page = request.page(params, prefix=ids.EXCHANGE, default_limit=20, max_limit=100)
+    scope = scope_of(request.validate(ListParams, {name: value for name, value in bound(dict(params)).items()
+                                                   if name in SCOPE and value is not None}))
+    with session() as (conn, ctx):
+        rows, has_more = memory.exchanges_page(conn, ctx, scope, page, thread_id=params.get("thread_id"),
+                                               session_id=params.get("session_id"))
+    return objects.cursor_page([objects.exchange_object(e) for e in rows], has_more)
+
+
+@bp.route("/memories/exchanges/{exchange_id}", methods=["GET"])
+def retrieve_exchange(exchange_id: str) -> dict:
+    """One stored exchange."""
+    target = ids.validate_id(exchange_id, ids.EXCHANGE, param="exchange_id")
+    with session() as (conn, ctx):
+        return objects.exchange_object(memory.exchange(conn, ctx, target))
+
+
+@bp.route("/memories/exchanges/{exchange_id}", methods=["DELETE"])
+def delete_exchange(exchange_id: str) -> dict:
+    """Delete one stored exchange: recall no longer finds it (the conversation or response it came from stays)."""
+    target = ids.validate_id(exchange_id, ids.EXCHANGE, param="exchange_id")
+    with session() as (conn, ctx):
+        if not memory.delete_exchange(conn, ctx, target):
+            raise NotFoundError(f"No exchange found with id '{target}'.", param="exchange_id")
+    return objects.deleted(target, "memory.exchange.deleted")
 
 
 @bp.route("/memories/{memory_id}/restore", methods=["POST"])
@@ -250,25 +300,33 @@ def memory_history(memory_id: str) -> dict:
     return {"object": "list", "data": [objects.memory_history_entry(r) for r in rows], "has_more": False}
 
 
-def scope_params(params: dict[str, str], *, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The scope ids (a bound key's filled in: :func:`bound`) and ``extra`` query parameters, typed for
-    :class:`ListParams` (booleans from strings).
+def purge_scope(named: Mapping[str, Any]) -> memory.MemoryScope | None:
+    """The scope a purge names: its ``user_id`` / ``agent_id`` / ``run_id`` (validated as a list's are; a bound
+    key's filled in: :func:`bound`), or None (every scope of the tenant) when it says ``all: true`` and names none.
 
     Raises:
-        InvalidRequestError: a value Postgres cannot hold (NUL, a lone surrogate) or a malformed boolean.
+        InvalidRequestError: (400) no scope and no ``all=true`` (``missing_required_parameter``), or both
+            (``invalid_value``, param ``all``).
     """
-    out: dict[str, Any] = {}
-    params = bound(dict(params))
-    for name in (*SCOPE, *extra):
-        value = params.get(name)
-        if value is None or value == "":
-            continue
-        check_storable(value, name)
-        if name == "include_inactive":
-            if value.lower() not in _BOOLEANS:
-                raise InvalidRequestError(f"Invalid '{name}': expected true or false, got {value[:40]!r}.",
-                                          param=name, code="invalid_value")
-            out[name] = _BOOLEANS[value.lower()]
-        else:
-            out[name] = value
-    return out
+    if named.get("all") is not True:
+        named = bound(dict(named))
+    ids = {name: named[name] for name in SCOPE if named.get(name) is not None}
+    if named.get("all") is True:
+        if ids:
+            raise InvalidRequestError(f"Invalid 'all': 'all=true' purges every scope of the tenant; it cannot be "
+                                      f"combined with {', '.join(repr(n) for n in ids)}.", param="all",
+                                      code="invalid_value")
+        return None
+    if not ids:
+        raise InvalidRequestError("Missing required parameter: name the scope to purge with 'user_id', 'agent_id' "
+                                  "or 'run_id', or purge every scope of the tenant with 'all=true'.",
+                                  param="user_id", code="missing_required_parameter")
+    return scope_of(request.validate(ListParams, ids))
+
+
+def purge_answer(scope: memory.MemoryScope | None, counts: dict[str, int]) -> dict[str, Any]:
+    """The native purge's answer: ``{"object": "memory.purge", "deleted", "scope": {"user_id", "agent_id",
+    "run_id", "all"}, "counts"}`` (the ids also at the top level, as before; a null id matches any)."""
+    ids = scope.as_dict() if scope is not None else {"user_id": None, "agent_id": None, "run_id": None}
+    return {"object": "memory.purge", "deleted": True, **ids, "scope": {**ids, "all": scope is None},
+            "counts": counts}

@@ -13,7 +13,7 @@ from chalice.app import Response
 from chalicelib import deps
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_access, current_tenant
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import ARRAY, BOOLEAN, PAGE, accepts
 from chalicelib.api.routes.common import respond
 
 bp = Blueprint(__name__)
@@ -34,10 +34,7 @@ def _sse_encode(event: dict) -> bytes:
 
 
 def _include() -> list[str]:
-    params = bp.current_request.query_params
-    if not params:
-        return []
-    return [value for key in ("include[]", "include") if key in params for value in params.getlist(key)]
+    return list(request.query(bp.current_request).array("include"))
 
 
 @bp.route("/responses", methods=["POST"])
@@ -54,7 +51,7 @@ def create_response() -> Response:
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])
-@accepts("include", "include_obfuscation")
+@accepts(include=ARRAY, include_obfuscation=BOOLEAN)
 def retrieve_response(response_id: str) -> Response:
     """``responses.retrieve(id, include=)``."""
     return respond(_service().retrieve(deps.current_settings(), current_tenant(), response_id, include=_include()))
@@ -67,10 +64,10 @@ def delete_response(response_id: str) -> Response:
 
 
 @bp.route("/responses/{response_id}/input_items", methods=["GET"])
-@accepts(*PAGE, "include")
+@accepts(include=ARRAY, **PAGE)
 def list_input_items(response_id: str) -> dict:
     """``responses.input_items.list(id, limit=, order=, after=, include=)`` → a cursor page (default ``desc``)."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=None, default_limit=20, max_limit=100)
     data, has_more = _service().input_items(deps.current_settings(), current_tenant(), response_id, page,
                                          include=_include())
     return objects.cursor_page(data, has_more)

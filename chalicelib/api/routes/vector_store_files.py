@@ -7,10 +7,10 @@ from typing import get_args
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import PAGE, accepts, choice
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id, sync_vector_index
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
 from chalicelib.store import attachments, chunks, vector_stores
@@ -39,7 +39,7 @@ def create_vector_store_file(vector_store_id: str) -> Response:
         vector_stores.require_active(store, objects.now())
         vector_stores.check_embedding(store, embedder.model, embedder.dimension)
         prepared = attach.prepare(conn, tenant, [(body.file_id, body.attributes, body.chunking_strategy)],
-                                  embedder=embedder, param=lambda i, field: field)
+                                  embedder=embedder, settings=deps.current_settings(), param=lambda i, field: field)
         with conn.transaction():
             attach.attach_all(conn, tenant, store.id, prepared)
         vector_stores.touch(conn, tenant, [store])
@@ -49,12 +49,12 @@ def create_vector_store_file(vector_store_id: str) -> Response:
 
 
 @bp.route("/vector_stores/{vector_store_id}/files", methods=["GET"])
-@accepts(*PAGE, "filter")
+@accepts(filter=choice(*STATUSES), **PAGE)
 def list_vector_store_files(vector_store_id: str) -> dict:
     """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)``."""
     params = request.query(bp.current_request)
-    page = request.page(params, default_limit=20, max_limit=100)
-    status = request.choice(params, "filter", STATUSES)
+    page = request.page(params, prefix=ids.FILE, default_limit=20, max_limit=100)
+    status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))

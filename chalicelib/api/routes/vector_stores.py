@@ -13,7 +13,7 @@ from typing import Any
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps, observability
+from chalicelib import deps, ids, observability
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
 from chalicelib.api.query import PAGE, accepts
@@ -49,7 +49,7 @@ def create_vector_store() -> Response:
     if body.chunking_strategy is not None and not entries:  # checked even when no file uses it yet
         resolve_chunking_strategy(body.chunking_strategy, embedder_max_tokens=embedder.max_input_tokens)
     with tenant_db() as conn:
-        prepared = attach.prepare(conn, tenant, entries, embedder=embedder,
+        prepared = attach.prepare(conn, tenant, entries, embedder=embedder, settings=deps.current_settings(),
                                   param=lambda i, field: param_path("file_ids", i) if field == "file_id" else field)
         with conn.transaction():
             store = vector_stores.create(
@@ -63,10 +63,10 @@ def create_vector_store() -> Response:
 
 
 @bp.route("/vector_stores", methods=["GET"])
-@accepts(*PAGE)
+@accepts(**PAGE)
 def list_vector_stores() -> dict:
     """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page."""
-    page = request.page(request.query(bp.current_request), default_limit=20, max_limit=100)
+    page = request.page(request.query(bp.current_request), prefix=ids.VECTOR_STORE, default_limit=20, max_limit=100)
     tenant = current_tenant()
     with tenant_db() as conn:
         rows, has_more = vector_stores.list_page(conn, tenant, page)

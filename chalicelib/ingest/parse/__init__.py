@@ -15,9 +15,10 @@ from pathlib import PurePosixPath
 from chalicelib.entrypoints import resolve
 from chalicelib.errors import DocumentError, UnsupportedFileError
 from chalicelib.ingest.document import ParsedDocument
-from chalicelib.ingest.parse.limits import PASS_THROUGH, ParseContentionError, ParseLimits, display_name
+from chalicelib.ingest.parse.limits import PASS_THROUGH, ParseContentionError, ParseLimits, display_name, setting_of
 
-__all__ = ["SUPPORTED_EXTENSIONS", "ParseContentionError", "ParseLimits", "parse_document"]
+__all__ = ["SUPPORTED_EXTENSIONS", "TEXT_EXTENSIONS", "ParseContentionError", "ParseLimits", "parse_document",
+           "refusal_by_size"]
 
 Parser = Callable[[bytes, str, ParseLimits], ParsedDocument]
 
@@ -37,6 +38,16 @@ _PARSERS: dict[str, str] = {
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_PARSERS)
 """File extensions (lower case, with the dot) that ``parse_document`` reads."""
+TEXT_EXTENSIONS: frozenset[str] = frozenset({".txt", ".md", ".csv", ".json", ".html", ".htm"})
+"""The formats whose extracted text is at most their characters (:meth:`ParseLimits.refusal_by_size`)."""
+
+
+def refusal_by_size(filename: str, size: int, limits: ParseLimits) -> str | None:
+    """Why ``filename`` (``size`` bytes) can be refused before it is read (:meth:`ParseLimits.refusal_by_size`,
+    the message starting with the file's name), or None."""
+    extension = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
+    why = limits.refusal_by_size(size, text=extension in TEXT_EXTENSIONS)
+    return None if why is None else f"{display_name(filename)} {why}"
 
 
 def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLimits()) -> ParsedDocument:
@@ -66,8 +77,9 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
         supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
         what = f"the file type {extension}" if extension else "a file without an extension"
         raise UnsupportedFileError(f"{name}: {what} is not supported; supported: {supported}")
-    if len(data) > limits.max_bytes:
-        raise DocumentError(f"{name} is {len(data):,} bytes; the limit is {limits.max_bytes:,} bytes")
+    too_large = limits.refusal_by_size(len(data), text=extension in TEXT_EXTENSIONS)
+    if too_large is not None:
+        raise DocumentError(f"{name} {too_large}")
     parser: Parser = resolve(path)
     try:
         document = parser(data, filename, limits)
@@ -80,5 +92,6 @@ def parse_document(data: bytes, filename: str, *, limits: ParseLimits = ParseLim
     except Exception as exc:  # a library failure the format module did not anticipate
         raise DocumentError(f"{name} could not be read as {extension}: {type(exc).__name__}: {exc}"[:500]) from exc
     if len(document.text) > limits.max_chars:
-        raise DocumentError(f"{name} yields more than the limit of {limits.max_chars:,} characters of text")
+        raise DocumentError(f"{name} yields more than the limit of {limits.max_chars:,} characters of text "
+                            f"({setting_of('max_chars')})")
     return document

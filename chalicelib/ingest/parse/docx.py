@@ -13,7 +13,7 @@ from docx.types import ProvidesStoryPart
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.parse.docx_strict import is_strict, to_transitional
-from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits, display_name
+from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits, display_name, setting_of
 from chalicelib.ingest.parse.normalize import clean_text, join_blocks
 from chalicelib.ingest.parse.zipguard import check_zip
 
@@ -76,7 +76,8 @@ class _Walker:
     def blocks(self, container, depth: int) -> list[str]:
         """Text blocks of the paragraphs and tables directly in ``container`` (body, cell, text box), in order."""
         if depth > self._max_depth:
-            raise DocumentError(f"{self._name} nests tables deeper than {self._max_depth} levels")
+            raise DocumentError(f"{self._name} nests tables deeper than {self._max_depth} levels "
+                                    f"({setting_of('max_nesting')})")
         out: list[list[str]] = []  # blocks, each a list of lines
         in_list = False  # consecutive list items share one block, one item per line
         pending = list(container.iterchildren())

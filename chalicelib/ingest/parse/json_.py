@@ -7,7 +7,7 @@ from typing import Any
 
 from chalicelib.errors import DocumentError
 from chalicelib.ingest.document import ParsedDocument
-from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits, display_name
+from chalicelib.ingest.parse.limits import CharBudget, Deadline, ParseLimits, display_name, setting_of
 from chalicelib.ingest.parse.normalize import clean_text, join_blocks
 from chalicelib.ingest.parse.text import decode_text
 
@@ -80,7 +80,7 @@ def _flatten(path: str, value: Any, max_depth: int, name: str, deadline: Deadlin
             deadline.check()
         if isinstance(value, (dict, list)):
             if depth > max_depth:
-                raise DocumentError(f"{name} nests JSON deeper than {max_depth} levels")
+                raise DocumentError(f"{name} nests JSON deeper than {max_depth} levels ({setting_of('max_nesting')})")
             if isinstance(value, dict):
                 children = [(f"{path}.{_key(k)}" if path else _key(k), v) for k, v in value.items()]
             else:

@@ -10,13 +10,29 @@ queue delivers the file again later) and never fails the file on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
+from chalicelib import config
 from chalicelib.errors import DocumentError, UpstreamTimeoutError
 
 MIB = 1024 * 1024
 """Bytes in one mebibyte."""
+
+
+def _default(name: str) -> Any:
+    """The default of the :class:`~chalicelib.config.Settings` field ``name`` (each limit's default is written
+    once, there)."""
+    return config.Settings.__dataclass_fields__[name].default
+
+
+def setting_of(limit: str) -> str:
+    """The environment variable that sets the :class:`ParseLimits` field ``limit`` (``max_chars`` →
+    ``ENGRAM_PARSE_MAX_CHARS``; ``max_bytes`` → ``ENGRAM_MAX_FILE_BYTES``), for error messages."""
+    field = "max_file_bytes" if limit == "max_bytes" else f"parse_{limit}"
+    return str(config.Settings.__dataclass_fields__[field].metadata["env"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +41,8 @@ class ParseLimits:
 
     The defaults are Engram's own choices, sized so that a legitimate large document (a few thousand pages, a
     book-length DOCX) passes while hostile input is refused well before it exhausts a worker's memory or time.
+    Each is a setting (:func:`from_settings`; the variable is :func:`setting_of`, named in every refusal and listed
+    in docs/operations.md).
 
     Attributes:
         max_bytes: largest input accepted, in bytes (default 512 MiB).
@@ -46,16 +64,36 @@ class ParseLimits:
             hitting it raises the retryable :class:`ParseContentionError`, not a refusal.
     """
 
-    max_bytes: int = 512 * MIB
-    max_pages: int = 5000
-    max_chars: int = 50_000_000
-    max_docx_uncompressed_bytes: int = 200 * MIB
-    max_compression_ratio: float = 100.0
+    max_bytes: int = _default("max_file_bytes")
+    max_pages: int = _default("parse_max_pages")
+    max_chars: int = _default("parse_max_chars")
+    max_docx_uncompressed_bytes: int = _default("parse_max_docx_uncompressed_bytes")
+    max_compression_ratio: float = _default("parse_max_compression_ratio")
     ratio_min_member_bytes: int = 1 * MIB
-    max_zip_members: int = 10_000
-    max_nesting: int = 100
-    timeout_s: float = 120.0
-    wall_timeout_s: float = 600.0
+    max_zip_members: int = _default("parse_max_zip_members")
+    max_nesting: int = _default("parse_max_nesting")
+    timeout_s: float = _default("parse_timeout_s")
+    wall_timeout_s: float = _default("parse_wall_timeout_s")
+
+    @classmethod
+    def from_settings(cls, settings: config.Settings) -> ParseLimits:
+        """The limits ``settings`` configure (``ENGRAM_MAX_FILE_BYTES`` and the ``ENGRAM_PARSE_*`` variables)."""
+        return cls(max_bytes=settings.max_file_bytes, **{
+            f.name: getattr(settings, f"parse_{f.name}") for f in dataclasses.fields(cls)
+            if f.name not in ("max_bytes", "ratio_min_member_bytes")})
+
+    def refusal_by_size(self, size: int, *, text: bool) -> str | None:
+        """Why a file of ``size`` bytes must be refused before it is read, or None when its size alone does not
+        tell: over ``max_bytes``; or, for a text format (``text``: .txt .md .csv .json .html), over 4 ×
+        ``max_chars`` bytes — no encoding a text file may use spends more than 4 bytes on a character (UTF-8,
+        UTF-16 and UTF-32 at most 4, single-byte encodings 1), so such a file holds more characters than the
+        limit."""
+        if size > self.max_bytes:
+            return f"is {size:,} bytes; the limit is {self.max_bytes:,} bytes ({setting_of('max_bytes')})"
+        if text and size > 4 * self.max_chars:
+            return (f"is {size:,} bytes of text, so more than the limit of {self.max_chars:,} characters "
+                    f"({setting_of('max_chars')})")
+        return None
 
 
 def display_name(filename: str, max_len: int = 120) -> str:
@@ -106,7 +144,7 @@ class Deadline:
         if used > self._timeout_s:
             raise DocumentError(
                 f"{self._name} needed more than {self._timeout_s:g} s of CPU time to parse; it is too large or too "
-                "complex")
+                f"complex ({setting_of('timeout_s')})")
         if time.monotonic() > self._wall_expires:
             raise ParseContentionError(
                 f"{self._name} was still parsing after {self._wall_timeout_s:g} s on a busy machine ({used:.1f} s of "
@@ -127,4 +165,5 @@ class CharBudget:
         """Account for ``n`` more characters; raise ``DocumentError`` (``invalid_file``) past the limit."""
         self._used += n
         if self._used > self._limit:
-            raise DocumentError(f"{self._name} yields more than the limit of {self._limit:,} characters of text")
+            raise DocumentError(f"{self._name} yields more than the limit of {self._limit:,} characters of text "
+                                f"({setting_of('max_chars')})")

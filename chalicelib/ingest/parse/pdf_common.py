@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chalicelib.errors import DocumentError
+from chalicelib.ingest.parse.limits import setting_of
 
 
 @dataclass(slots=True)
@@ -36,4 +37,4 @@ def password_error(name: str) -> DocumentError:
 def too_many_pages_error(name: str, count: int | None, limit: int) -> DocumentError:
     """The error for a PDF over ``ParseLimits.max_pages``; ``count`` is ``None`` if only a lower bound is known."""
     has = f"has {count:,} pages" if count is not None else f"has more than {limit:,} pages"
-    return DocumentError(f"{name} {has}; the limit is {limit:,}")
+    return DocumentError(f"{name} {has}; the limit is {limit:,} ({setting_of('max_pages')})")

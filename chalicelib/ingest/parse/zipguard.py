@@ -6,7 +6,7 @@ import io
 import zipfile
 
 from chalicelib.errors import DocumentError
-from chalicelib.ingest.parse.limits import ParseLimits, display_name
+from chalicelib.ingest.parse.limits import ParseLimits, display_name, setting_of
 
 
 def check_zip(data: bytes, filename: str, limits: ParseLimits) -> None:
@@ -27,7 +27,8 @@ def check_zip(data: bytes, filename: str, limits: ParseLimits) -> None:
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
         raise DocumentError(f"{name} is not a valid DOCX file (it is not a readable zip archive)") from exc
     if len(members) > limits.max_zip_members:
-        raise DocumentError(f"{name} has {len(members):,} zip members; the limit is {limits.max_zip_members:,}")
+        raise DocumentError(f"{name} has {len(members):,} zip members; the limit is {limits.max_zip_members:,} "
+                            f"({setting_of('max_zip_members')})")
     total = 0
     for member in members:
         total += member.file_size
@@ -35,9 +36,10 @@ def check_zip(data: bytes, filename: str, limits: ParseLimits) -> None:
         if member.file_size >= limits.ratio_min_member_bytes and ratio > limits.max_compression_ratio:
             raise DocumentError(
                 f"{name} looks like a zip bomb: member {member.filename[:100]!r} expands {ratio:,.0f}:1 "
-                f"(limit {limits.max_compression_ratio:g}:1)"
+                f"(limit {limits.max_compression_ratio:g}:1, {setting_of('max_compression_ratio')})"
             )
     if total > limits.max_docx_uncompressed_bytes:
         raise DocumentError(
-            f"{name} would expand to {total:,} bytes; the limit is {limits.max_docx_uncompressed_bytes:,} bytes"
+            f"{name} would expand to {total:,} bytes; the limit is {limits.max_docx_uncompressed_bytes:,} bytes "
+            f"({setting_of('max_docx_uncompressed_bytes')})"
         )

@@ -1,4 +1,4 @@
--- Engram schema, version 26: keys an agent can be trusted with (issue 32) — a permission per resource and an
+-- Engram schema, version 28: keys an agent can be trusted with (issue 32) — a permission per resource and an
 -- optional memory scope the key is bound to (chalicelib/access.py says what they mean).
 --
 -- permissions: NULL for every key made before this migration (and every key made without options): full access,
