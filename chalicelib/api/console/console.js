@@ -176,6 +176,8 @@ function duration(seconds) {
   return `${seconds} s`;
 }
 const compact = (value) => (value && Object.keys(value).length ? JSON.stringify(value) : "—");
+// A job's counts as words: {"scopes": 1, "merged": 0} → "scopes 1, merged 0".
+const tally = (value) => (value && Object.keys(value).length ? Object.entries(value).map(([k, v]) => `${k.replace(/_/g, " ")} ${number(v)}`).join(", ") : "nothing counted");
 
 function badge(status) {
   const kind = { completed: "ok", finished: "ok", active: "ok", failed: "bad", cancelled: "bad", abandoned: "bad",
@@ -184,14 +186,13 @@ function badge(status) {
   return h("span", { class: `badge ${kind}`, text: String(status).replace(/_/g, " ") });
 }
 
-// Score rows: [[label, value in 0..1 or null, bar class]] → a grid of label, bar (decorative) and number.
+// Score rows: [[label, value in 0..1 or null, bar class]] → one cell each: label, bar (decorative) and number.
 function scoreRows(rows) {
-  return h("div", { class: "scores" }, ...rows.flatMap(([label, value, kind]) => [
+  return h("div", { class: "scores" }, ...rows.map(([label, value, kind]) => h("div", { class: "score" },
     h("span", { text: label }),
     h("span", { class: `bar ${kind || ""}`, "aria-hidden": "true" },
       h("span", { "data-width": value === null || value === undefined ? 0 : Math.max(0, Math.min(1, value)) })),
-    h("span", { class: "mono", text: score(value) }),
-  ]));
+    h("span", { class: "mono", text: score(value) }))));
 }
 
 // Bars get their width from data-width (the CSP allows no inline style attribute in markup, but CSSOM is fine).
@@ -296,7 +297,7 @@ async function knowledgePage() {
 }
 
 async function storePage(storeId) {
-  const summary = h("div"), files = h("div"), results = h("div", { "aria-live": "polite" });
+  const summary = h("div"), files = h("div"), results = h("div", { id: "search-results", "aria-live": "polite" });
   page("Vector store", [["Knowledge", "#/knowledge"]], summary, h("h2", { text: "Files" }), files,
     h("h2", { text: "Search playground" }), searchForm(storeId, results), results);
   fill(summary, async () => {
@@ -451,9 +452,10 @@ async function memoryPage() {
 }
 
 async function entityPage(kind, id) {
-  const stats = h("div"), timeline = h("div"), results = h("div", { "aria-live": "polite" });
+  const stats = h("div"), timeline = h("div"), results = h("div", { id: "memory-results", "aria-live": "polite" });
   const showAll = h("input", { type: "checkbox", checked: true });
-  const reload = () => fill(timeline, () => memoryTimeline(kind, id, showAll.checked, reload));
+  const reload = () => Promise.all([fill(stats, () => scopeStats(kind, id)),
+    fill(timeline, () => memoryTimeline(kind, id, showAll.checked, reload))]);
   showAll.addEventListener("change", reload);
   const purge = can("memories", "write") ?
     h("button", { type: "button", class: "danger", text: "Purge this scope…", onclick: () => purgeDialog(kind, id) }) : null;
@@ -461,13 +463,14 @@ async function entityPage(kind, id) {
     h("div", { class: "actions" }, purge),
     h("h2", { text: "Timeline" }), h("div", { class: "fields" }, field("Show superseded, archived and expired memories too", showAll)), timeline,
     h("h2", { text: "Memory search playground" }), memorySearchForm(kind, id, results), results);
-  fill(stats, async () => {
-    const s = await api("GET", "/memories/stats", { query: scopeQuery(kind, id) });
-    return facts([["Scope", h("span", { class: "scope", text: scopeText(kind, id) })],
-      ["Memories", `${number(s.active)} active · ${number(s.superseded)} superseded · ${number(s.invalidated)} invalidated · ${number(s.consolidated)} consolidated · ${number(s.archived)} archived · ${number(s.expired)} expired`],
-      ["Stored exchanges", number(s.exchanges)]]);
-  });
   await reload();
+}
+
+async function scopeStats(kind, id) {
+  const s = await api("GET", "/memories/stats", { query: scopeQuery(kind, id) });
+  return facts([["Scope", h("span", { class: "scope", text: scopeText(kind, id) })],
+    ["Memories", `${number(s.active)} active · ${number(s.superseded)} superseded · ${number(s.invalidated)} invalidated · ${number(s.consolidated)} consolidated · ${number(s.archived)} archived · ${number(s.expired)} expired`],
+    ["Stored exchanges", number(s.exchanges)]]);
 }
 
 async function memoryTimeline(kind, id, inactive, reload) {
@@ -480,10 +483,31 @@ async function memoryTimeline(kind, id, inactive, reload) {
     after = found.last_id;
   }
   if (!rows.length) return h("p", { class: "empty", text: "No memories in this scope." });
-  return h("ol", { class: "timeline", "aria-label": `Memories of ${scopeText(kind, id)}, newest first` }, ...rows.map((m) => memoryCard(m, reload)));
+  // A superseded version is shown under the memory that replaced it (its superseded_by), not as a memory of its own.
+  const shown = new Set(rows.map((m) => m.id));
+  const earlier = new Map();
+  for (const m of rows) {
+    if (m.superseded_by && shown.has(m.superseded_by)) {
+      if (!earlier.has(m.superseded_by)) earlier.set(m.superseded_by, []);
+      earlier.get(m.superseded_by).push(m);
+    }
+  }
+  const tops = rows.filter((m) => !(m.superseded_by && shown.has(m.superseded_by)));
+  return h("ol", { class: "timeline", "aria-label": `Memories of ${scopeText(kind, id)}, newest first` },
+    ...tops.map((m) => memoryCard(m, reload, versionsOf(m.id, earlier))));
 }
 
-function memoryCard(m, reload) {
+// Every version a memory replaced, newest first (a chain: each superseded one may have replaced another).
+function versionsOf(memoryId, earlier) {
+  const out = [];
+  for (let next = earlier.get(memoryId) || []; next.length; ) {
+    out.push(...next);
+    next = next.flatMap((m) => earlier.get(m.id) || []);
+  }
+  return out;
+}
+
+function memoryCard(m, reload, versions = []) {
   const history = h("div", { class: "history", hidden: true });
   const editable = m.status === "active" && can("memories", "write");
   const historyButton = h("button", { type: "button", class: "quiet", "aria-expanded": "false", text: "History",
@@ -506,6 +530,9 @@ function memoryCard(m, reload) {
     h("div", { class: "actions" }, historyButton,
       editable ? h("button", { type: "button", class: "quiet", text: "Edit", onclick: () => editDialog(m, reload) }) : null,
       can("memories", "write") && m.status !== "superseded" ? h("button", { type: "button", class: "quiet", text: "Delete", onclick: () => deleteDialog(m, reload) }) : null),
+    versions.length ? h("div", { class: "versions" }, h("p", { class: "meta", text: "Earlier versions" }),
+      h("ul", null, ...versions.map((v) => h("li", { "data-memory": v.id }, h("span", { class: "text", text: v.memory }),
+        h("span", { class: "meta", text: ` valid ${when(v.valid_from)} → ${when(v.valid_to)} · ${v.status} · ${v.id}` }))))) : null,
     history);
 }
 
@@ -687,9 +714,29 @@ async function conversationPage(conversationId) {
       ["Responses", number(responses.data.length)]]),
     ...merged.map((turn) => h("section", { class: "turn", "aria-label": turn.response ? `Turn answered by ${turn.response.id}` : "Items" },
       ...turn.items.map(itemView),
-      turn.response ? h("p", { class: "meta" }, h("a", { href: `#/responses/${turn.response.id}`, text: `Response ${turn.response.id}` }),
-        ` · ${turn.response.model} · recall: ${recallSummary(turn.response)}`) : null))];
+      turn.response ? turnFooter(turn.response) : null))];
   });
+}
+
+// Under a turn: its response, and (opened on demand) what recall gave the model and which files it cited.
+function turnFooter(r) {
+  const cited = [...new Set(citations(r).map((c) => c.filename))];
+  const inside = h("div");
+  const more = h("details", { ontoggle: () => { if (more.open && !inside.childElementCount) fill(inside, () => recalled(r)).then(() => sizeBars(inside)); } },
+    h("summary", { text: `What recall put in front of the model: ${recallSummary(r)}` }), inside);
+  return h("div", null, h("p", { class: "meta" },
+    h("a", { href: `#/responses/${r.id}`, text: `Response ${r.id}` }), h("span", { text: r.model }),
+    h("span", { text: `recall: ${recallSummary(r)}` }), cited.length ? h("span", { text: `cited: ${cited.join(", ")}` }) : null),
+  r.usage && r.usage.memory && r.usage.memory.ids && r.usage.memory.ids.length ? more : null);
+}
+
+function citations(r) {
+  const out = [];
+  for (const item of r.output || []) {
+    if (item.type !== "message") continue;
+    for (const part of item.content || []) for (const a of part.annotations || []) if (a.type === "file_citation") out.push(a);
+  }
+  return out;
 }
 
 function itemView(item) {
@@ -761,11 +808,7 @@ async function recalled(r) {
 
 function fileSearch(r) {
   const calls = (r.output || []).filter((i) => i.type === "file_search_call");
-  const cited = [];
-  for (const item of r.output || []) {
-    if (item.type !== "message") continue;
-    for (const part of item.content || []) for (const a of part.annotations || []) if (a.type === "file_citation") cited.push(a);
-  }
+  const cited = citations(r);
   if (!calls.length && !cited.length) return [h("p", { class: "empty", text: "No file search in this response." })];
   const out = [];
   for (const call of calls) {
@@ -793,7 +836,7 @@ async function operationsPage() {
   page("Operations", null, h("h2", { text: "Tenant limits and usage" }), limits, h("h2", { text: "Scheduled jobs" }), jobs,
     h("h2", { text: "Drop-folder syncs" }), syncs, h("h2", { text: "Drop-folder errors" }), errors);
   fill(limits, () => limitsView(limits));
-  if (can("operations")) fill(jobs, jobsView);
+  if (can("operations")) fill(jobs, () => jobsView(jobs));
   else jobs.replaceChildren(h("p", { class: "hint", text: "The jobs and their runs need an operator key (operations.read: engram keys create --operator)." }));
   if (can("vector_stores")) {
     fill(syncs, syncsView);
@@ -844,34 +887,35 @@ async function limitsView(slot) {
   } }, table, problem, h("div", { class: "actions" }, save));
 }
 
-async function jobsView() {
+async function jobsView(slot, shown) {
   const found = await api("GET", "/jobs");
   const runs = h("div", { "aria-live": "polite" });
+  if (shown) fill(runs, () => runsView(shown));
   const lastOf = (job) => job.scopes.filter((s) => s.last_run).sort((a, b) => b.last_run.started_at - a.last_run.started_at)[0];
   const table = tableOf("Jobs (runs over every tenant, *, and this tenant's own)", [
-    { label: "Job", cell: (j) => h("span", null, h("code", { text: j.name }), h("div", { class: "meta", text: j.description })) },
+    { label: "Job", cell: (j) => h("span", null, h("code", { text: j.name }), h("span", { class: "meta block", text: j.description })) },
     { label: "Lane", cell: (j) => j.lane },
     { label: "Every", cell: (j) => duration(j.cadence_s) },
     { label: "Last run", cell: (j) => { const s = lastOf(j); return s ? h("span", null, badge(s.last_run.status), ` ${when(s.last_run.started_at)} (${s.scope})`) : "never"; } },
-    { label: "Counts", cell: (j) => { const s = lastOf(j); return s ? h("code", { text: compact(s.last_run.counts) }) : "—"; } },
-    { label: "Actions", cell: (j) => h("div", { class: "actions" },
-      h("button", { type: "button", class: "quiet", text: "Runs", "aria-label": `Runs of ${j.name}`, onclick: () => fill(runs, () => runsView(j.name)) }),
-      STATE.me.operator ? h("button", { type: "button", text: "Run now", "aria-label": `Run ${j.name} now for this tenant`, onclick: (event) => runNow(j.name, event.target, runs) }) : null) },
+    { label: "Counts", cell: (j) => { const s = lastOf(j); return s ? tally(s.last_run.counts) : "—"; } },
+    { label: "Actions", cell: (j) => h("div", { class: "actions tight" },
+      h("button", { type: "button", class: "quiet small", text: "Runs", "aria-label": `Runs of ${j.name}`, onclick: () => fill(runs, () => runsView(j.name)) }),
+      STATE.me.operator ? h("button", { type: "button", class: "small", text: "Run now", "aria-label": `Run ${j.name} now for this tenant`, onclick: (event) => runNow(j.name, event.target, slot) }) : null) },
   ], found.data);
   return [table, runs];
 }
 
-async function runNow(name, button, runs) {
+async function runNow(name, button, slot) {
   button.disabled = true;
   notice(`Running ${name} for this tenant…`);
   try {
     const outcome = await api("POST", `/jobs/${name}/runs`, { body: {} });
-    notice(`${name} (${outcome.scope}): ${outcome.status} in ${outcome.seconds} s — ${compact(outcome.counts)}${outcome.error ? ` — ${outcome.error}` : ""}`);
-    await fill(runs, () => runsView(name));
+    notice(`${name} (${outcome.scope}): ${outcome.status} in ${outcome.seconds} s — ${tally(outcome.counts)}${outcome.error ? ` — ${outcome.error}` : ""}`);
+    await fill(slot, () => jobsView(slot, name));
   } catch (error) {
     notice(`${name}: ${error.message}`, "alert");
+    button.disabled = false;
   }
-  button.disabled = false;
 }
 
 async function runsView(name) {
@@ -882,7 +926,7 @@ async function runsView(name) {
     { label: "Started", cell: (r) => when(r.started_at) },
     { label: "Finished", cell: (r) => when(r.finished_at) },
     { label: "Status", cell: (r) => badge(r.status) },
-    { label: "Counts", cell: (r) => h("code", { text: compact(r.counts) }) },
+    { label: "Counts", cell: (r) => tally(r.counts) },
     { label: "Error", cell: (r) => r.error || "—" },
   ], found.data, "Never run here.");
 }
@@ -894,7 +938,7 @@ async function syncsView() {
     { label: "Scope", cell: (r) => (r.all_tenants ? "every tenant (hourly job)" : r.vector_store ? `store ${r.vector_store}` : "this tenant") },
     { label: "Started", cell: (r) => when(r.started_at) },
     { label: "Status", cell: (r) => badge(r.status) },
-    { label: "Counts", cell: (r) => (r.counts ? h("code", { text: compact(r.counts) }) : "(service-wide)") },
+    { label: "Counts", cell: (r) => (r.counts ? tally(r.counts) : "(service-wide)") },
     { label: "Error", cell: (r) => r.error || "—" },
   ], found.data, "No sync has run yet.");
   if (!can("vector_stores", "write")) return table;
@@ -903,7 +947,7 @@ async function syncsView() {
     button.disabled = true;
     try {
       const done = await api("POST", "/drop_folder/sync", { body: {} });
-      notice(`Drop-folder sync ${done.status}: ${compact(done.counts)}`);
+      notice(`Drop-folder sync ${done.status}: ${tally(done.counts)}`);
       await fill(holder, syncsView);
     } catch (error) { notice(error.message, "alert"); }
     button.disabled = false;
