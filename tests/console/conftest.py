@@ -80,6 +80,34 @@ class Tab:
         assert self.problems == [], self.problems
 
 
+def watched_tab(context: Any, root: str) -> Tab:
+    """A new page of ``context`` at ``root``'s console, watched (:class:`Tab`): requests outside ``root`` are
+    refused and recorded, as are JavaScript and console errors (a 4xx the page asked for and shows is no error)."""
+    page = context.new_page()
+    tab = Tab(page, [])
+
+    def outside(route: Any) -> None:
+        if route.request.url.startswith(root + "/"):
+            route.continue_()
+        else:
+            tab.problems.append(f"request outside the origin: {route.request.url}")
+            route.abort()
+
+    page.route("**/*", outside)
+    page.on("pageerror", lambda error: tab.problems.append(f"page error: {error}"))
+    page.on("console", lambda message: tab.problems.append(f"console {message.type}: {message.text}")
+            if message.type == "error" and "status of 4" not in message.text else None)
+    page.goto(root + "/console")
+    return tab
+
+
+def new_context(browser: Any, width: int = 1280, height: int = 860) -> Any:
+    """A fresh browser context (its own sessionStorage) of that viewport, with the tests' timeout."""
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
 @pytest.fixture()
 def open_tab(browser, server) -> Iterator[Callable[..., Tab]]:  # noqa: F811 (the compat server fixture)
     """``open_tab(width=1280, height=860)`` → a :class:`Tab` on a fresh context at ``/console``; checked and closed
@@ -89,26 +117,9 @@ def open_tab(browser, server) -> Iterator[Callable[..., Tab]]:  # noqa: F811 (th
     contexts = []
 
     def open_(width: int = 1280, height: int = 860) -> Tab:
-        context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
-        context.set_default_timeout(TIMEOUT_MS)
-        contexts.append(context)
-        page = context.new_page()
-        tab = Tab(page, [])
-
-        def outside(route: Any) -> None:
-            if route.request.url.startswith(root + "/"):
-                route.continue_()
-            else:
-                tab.problems.append(f"request outside the origin: {route.request.url}")
-                route.abort()
-
-        page.route("**/*", outside)
-        page.on("pageerror", lambda error: tab.problems.append(f"page error: {error}"))
-        page.on("console", lambda message: tab.problems.append(f"console {message.type}: {message.text}")
-                if message.type == "error" and "status of 4" not in message.text else None)
-        page.goto(root + "/console")
-        tabs.append(tab)
-        return tab
+        contexts.append(new_context(browser, width, height))
+        tabs.append(watched_tab(contexts[-1], root))
+        return tabs[-1]
 
     yield open_
     for context in contexts:
