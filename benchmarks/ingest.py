@@ -63,7 +63,7 @@ from chalicelib.ingest.chunk import chunk_document, resolve_chunking_strategy
 from chalicelib.store.chunks import Chunk
 from chalicelib.ingest.document import ParsedDocument
 from chalicelib.ingest.parse import parse_document
-from chalicelib.search.backends import qdrant_sync
+from chalicelib.search.backends import sync
 from chalicelib.store import attachments, embedding_cache
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
@@ -320,11 +320,11 @@ def store_run(conn: psycopg.Connection, url: str, label: str,
                                      content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
             else:
                 with conn.transaction():
-                    qdrant_sync.lock_ahead(timed, TENANT, store.id, file_id)
+                    sync.lock_ahead(timed, qdrant, TENANT, store.id, file_id)
                     attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
                                          content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
-                    qdrant_sync.write_ahead(timed, qdrant, TENANT, store.id, file_id)
-                qdrant_sync.sync_file(conn, qdrant, store.id, file_id)
+                    sync.write_ahead(timed, qdrant, TENANT, store.id, file_id)
+                sync.after_write(conn, qdrant, store_id=store.id, file_id=file_id)
             if flush_every > 1 and (n % flush_every == 0 or n == len(groups)):
                 with conn.transaction():
                     conn.execute("SET LOCAL synchronous_commit = on")

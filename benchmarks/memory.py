@@ -19,6 +19,9 @@ Three parts (``--parts``, default all three):
 * ``scale`` — ``--memories`` memories (default 100,000) over ``--users`` users (1,000) in one tenant with the
   hashing embedder: add throughput (``infer: false``, ``--batch`` messages per add) and scoped search p50/p95,
   with the EXPLAIN of the search's statements.
+* ``per-user`` (or ``--per-user``) — scoped search p50/p95 against the size of one user's history (``--sizes``,
+  default 100, 1,000, 10,000, 100,000 memories per user, one user each in one tenant), searches interleaved across
+  sizes, with each size's p50 as a multiple of the smallest's.
 * ``overhead`` — ``infer: true`` adds against the scripted fake chat server (tests/fakes/chat_server.py) answering
   at once: Engram's own time per add (total minus the time the fake spent answering, measured as the client's
   time inside the chat backend's ``complete``), p50/p95.
@@ -379,7 +382,8 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
     from chalicelib.search import keyword, vector
 
     query = recall.Query(query=text, scope=MemoryScope(user_id=user_id))
-    scope = recall._scope(SCALE_TENANT, query)
+
+    scope = recall._scope(SCALE_TENANT, query, memory_store.scope_rows(conn, SCALE_TENANT, query.scope))
     q = embedder.embed([text])[0]
     vector_scope = vector.VectorScope(recall.MEMORIES, scope, embedder.dimension, 0)
     clause, params = vector._scope_sql(vector_scope, None)
@@ -395,8 +399,7 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
                       "limit": 100, "k1": keyword.BM25_K1, "b": keyword.BM25_B}
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
-    candidates_sql = sql.SQL(memory_store._CANDIDATES).format(
-        rows=sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate))
+    candidates_sql = memory_store.candidates_statement(scope.predicate)
     candidates_params = {**scope.params, "tenant": SCALE_TENANT, "seqs": seqs, "q": params["q"],
                          "dim": embedder.dimension}
     return {"vector leg": explain(conn, vector_sql, params),
@@ -487,6 +490,85 @@ def run_scale(args: argparse.Namespace) -> dict[str, Any]:
                 print("    " + (line if len(line) <= 160 else line[:157] + "..."))
     conn.close()
     return out
+
+
+# --------------------------------------------------------------------------------------------- per-user curve
+
+PER_USER_TENANT = "bench-memory-per-user"
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+
+
+def run_per_user(args: argparse.Namespace) -> dict[str, Any]:
+    """Scoped search latency against the size of one user's history: one user per size in ``--sizes`` (100, 1,000,
+    10,000 and 100,000 memories by default), all in one tenant (so every user's scope is a share of one table and
+    its indexes), added with ``infer: false`` in adds of ``--batch`` messages, then ``--queries`` searches per size
+    interleaved (size by size in turn, so load and caches affect each size alike), a few words of one of the user's
+    memories each. One column per backend memories can live on (pgvector: memories on Qdrant are not built)."""
+    import random
+
+    settings = database_for(bench_settings(embedding_provider="hashing", embedding_model="hashing-384"),
+                            "engram_bench_memory_per_user")
+    conn = connect(settings)
+    embedder = build_embedder(settings)
+    ensure_tenant(conn, PER_USER_TENANT)
+    rng = random.Random(args.seed)
+    words = vocabulary(args.vocabulary, args.seed)
+    marker = f"{SCALE_GENERATOR}/{args.seed}/{args.vocabulary}/{args.batch}"
+    added_rates: dict[int, float] = {}
+    for size in args.sizes:
+        user_id = f"pu-{size}"
+        stored = conn.execute("SELECT count(*), min(metadata->>'generator') FROM memories WHERE tenant_id = %s "
+                              "AND user_id = %s", (PER_USER_TENANT, user_id)).fetchone()
+        assert stored is not None
+        if not args.rebuild and stored[0] == size and stored[1] == marker:
+            print(f"  reusing {size} memories of {user_id}", flush=True)
+            continue
+        conn.execute("DELETE FROM memories WHERE tenant_id = %s AND user_id = %s", (PER_USER_TENANT, user_id))
+        texts = sentences(rng, words, size)
+        base = datetime(2025, 1, 1, tzinfo=UTC)
+        started = time.perf_counter()
+        for b in range(0, size, args.batch):
+            batch = texts[b:b + args.batch]
+            request = write.AddRequest(
+                messages=tuple(write.InputMessage("user" if i % 2 == 0 else "assistant", t, f"speaker{i % 2}")
+                               for i, t in enumerate(batch)),
+                scope=MemoryScope(user_id=user_id), infer=False, metadata={"generator": marker},
+                timestamp=base + timedelta(minutes=b))
+            write.add(conn, settings, PER_USER_TENANT, request, embedder=embedder, backend=None, model=None)
+        added_rates[size] = size / (time.perf_counter() - started)
+        print(f"  {user_id}: {size} memories at {added_rates[size]:.0f} memories/s", flush=True)
+    conn.execute("VACUUM ANALYZE memories")
+    samples = {size: [r[0] for r in conn.execute(
+        "SELECT memory FROM memories WHERE tenant_id = %s AND user_id = %s ORDER BY random() LIMIT %s",
+        (PER_USER_TENANT, f"pu-{size}", args.queries + 10)).fetchall()] for size in args.sizes}
+    load_before = _load()
+    times: dict[int, list[float]] = {size: [] for size in args.sizes}
+    for i in range(args.queries + 10):
+        for size in args.sizes:
+            tokens = samples[size][i % len(samples[size])].rstrip(".").split()
+            query = recall.Query(query=" ".join(rng.sample(tokens, min(len(tokens), 4))),
+                                 scope=MemoryScope(user_id=f"pu-{size}"), top_k=10)
+            t0 = time.perf_counter()
+            recall.search(conn, settings, PER_USER_TENANT, query, embedder=embedder, touch=False)
+            if i >= 10:  # the first 10 rounds warm caches and are not timed
+                times[size].append(time.perf_counter() - t0)
+    load_after = _load()
+    conn.close()
+    base_p50 = percentile(times[args.sizes[0]], 50)
+    rows = {size: {"p50_ms": round(percentile(t, 50) * 1000, 2), "p95_ms": round(percentile(t, 95) * 1000, 2),
+                   "ratio_p50": round(percentile(t, 50) / base_p50, 2)} for size, t in times.items()}
+    print(f"\nper-user curve: scoped search, top 10, {args.queries} queries per size interleaved "
+          f"(hashing embedder; load average {load_before} before, {load_after} after)")
+    print(f"  {'memories per user':>18s} {'pgvector p50 / p95 (ms)':>26s} {'x p50 at ' + str(args.sizes[0]):>14s}"
+          f" {'qdrant':>10s}")
+    for size, row in rows.items():
+        print(f"  {size:>18,d} {row['p50_ms']:>12.1f} / {row['p95_ms']:<11.1f} {row['ratio_p50']:>14.2f}"
+              f" {'not built':>10s}")
+    return {"pgvector": rows, "add_memories_per_s": {k: round(v, 1) for k, v in added_rates.items()},
+            "load_before": load_before, "load_after": load_after}
 
 
 # --------------------------------------------------------------------------------------------- part 3: overhead
@@ -605,6 +687,10 @@ def main() -> int:
     parser.add_argument("--vocabulary", type=int, default=5000, help="scale: distinct words of the texts")
     parser.add_argument("--queries", type=int, default=200, help="scale: timed searches")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--per-user", action="store_true",
+                        help="the per-user curve (also as --parts per-user): scoped search against one user's history")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",") if x],
+                        default=[100, 1000, 10_000, 100_000], help="per-user: memories per user, smallest first")
     parser.add_argument("--adds", type=int, default=200, help="overhead: timed adds")
     parser.add_argument("--rebuild", action="store_true", help="scale: add the memories again")
     parser.add_argument("--explain", action="store_true", help="scale: print the search statements' plans")
@@ -618,6 +704,8 @@ def main() -> int:
         out["scale"] = run_scale(args)
     if "overhead" in parts:
         out["overhead"] = run_overhead(args)
+    if "per-user" in parts or args.per_user:
+        out["per_user"] = run_per_user(args)
     print(json.dumps(out))
     return 0
 

@@ -56,7 +56,7 @@ backend's legs are the product's own (:func:`chalicelib.search.backends.for_back
   ``<ENGRAM_DATA_DIR>/qdrant``). Loaded as the ingestion's swap does it (``ingest.engine._finalize``): the file's
   vectors go into the tenant's embedding cache (keyed by text hash and the store's model, as ``embed_with_cache``
   leaves them), then one transaction takes the file's sync lock, completes the attachment and upserts its points
-  (``qdrant_sync.write_ahead``, which reads the vectors back from the cache), and ``qdrant_sync.sync_file`` after
+  (``sync.write_ahead``, which reads the vectors back from the cache), and ``sync.after_write`` after
   the commit; then ``optimize()`` builds Qdrant's indexes (the embedded engine has no background optimizer). The
   times of each step are reported. A re-run reuses the database and the collection when they hold the same data
   (every point present, nothing queued); ``--rebuild`` reloads both.
@@ -112,7 +112,7 @@ from chalicelib.embed.hashing import RegexTokenizer
 from chalicelib.qdrant import TENANT_FIELD, collection_name, embedded_root
 from chalicelib.search import keyword as keyword_leg
 from chalicelib.search.backends import VectorBackend, for_backend
-from chalicelib.search.backends import qdrant_sync
+from chalicelib.search.backends import sync
 from chalicelib.search.corpus import CHUNKS, Scope, store_scope
 from chalicelib.search.filters import CompiledFilter, compile_filter
 from chalicelib.search.keyword import keyword_search
@@ -332,14 +332,14 @@ def load_files(conn: psycopg.Connection, store: vector_stores.VectorStore, start
                                                     for t, v in zip(texts, vectors[lo:hi])])
         t2 = time.perf_counter()
         with conn.transaction():  # as ingest.engine._finalize
-            qdrant_sync.lock_ahead(conn, TENANT, store.id, file_id)
+            sync.lock_ahead(conn, qdrant, TENANT, store.id, file_id)
             attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors[lo:hi]),
                                  dim=DIM, content_sha256=file_rows.sha256_hex(data), attempt=None)
             t3 = time.perf_counter()
-            written = qdrant_sync.write_ahead(conn, qdrant, TENANT, store.id, file_id)
+            written = sync.write_ahead(conn, qdrant, TENANT, store.id, file_id)
             t4 = time.perf_counter()
         t5 = time.perf_counter()
-        qdrant_sync.sync_file(conn, qdrant, store.id, file_id)
+        sync.after_write(conn, qdrant, store_id=store.id, file_id=file_id)
         t6 = time.perf_counter()
         if written != hi - lo:
             raise RuntimeError(f"Qdrant took {written} of file {i}'s {hi - lo} points (see the warning above)")

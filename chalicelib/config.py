@@ -96,10 +96,17 @@ CHAT_PROVIDERS = ("openai", "bedrock", "scripted")
 
 EMBEDDING_PROVIDERS = ("local", "openai", "bedrock", "hashing")
 
-# Where a vector store's vectors and keyword index live (chalicelib/search/backends): pgvector in Postgres (the
-# default), or Qdrant (a server or cluster at ENGRAM_QDRANT_URL; without it, the embedded Qdrant Edge engine under
-# the data folder). Postgres stays the system of record either way.
-VECTOR_BACKENDS = ("pgvector", "qdrant")
+# Where a vector store's (or a tenant's memories') candidates live (chalicelib/search/backends): the one table of
+# backend name -> adapter factory (``module:function``, resolved on first use; docs/vector-backends.md says what an
+# adapter implements). pgvector in Postgres (the default), or Qdrant (a server or cluster at ENGRAM_QDRANT_URL;
+# without it, the embedded Qdrant Edge engine under the data folder). Postgres stays the system of record either way.
+VECTOR_BACKEND_ADAPTERS = {
+    "pgvector": "chalicelib.search.backends.pgvector:adapter",
+    "qdrant": "chalicelib.search.backends.qdrant:adapter",
+}
+VECTOR_BACKENDS = tuple(VECTOR_BACKEND_ADAPTERS)
+# The backend whose candidates are Postgres' own indexes (migration 0026's engram_backend_in_postgres).
+DEFAULT_VECTOR_BACKEND = VECTOR_BACKENDS[0]
 
 # Default model per embedding provider.
 DEFAULT_MODELS = {
@@ -216,7 +223,7 @@ class Settings:
     # at 0.744 (0.382 at 0.5, 0.753 without decay; benchmarks/memory.py --aged, README).
     memory_decay_floor: float = setting(0.9, ENV_MEMORY_DECAY_FLOOR)
     # New vector stores' backend (existing stores keep theirs; `engram stores reindex` moves one).
-    vector_backend: str = setting("pgvector", ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
+    vector_backend: str = setting(DEFAULT_VECTOR_BACKEND, ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
     # A Qdrant server or cluster (its REST root, e.g. https://xyz.cloud.qdrant.io:6333); None → the embedded engine
     # under <data_dir>/qdrant (local development and tests only: one process opens it at a time).
     qdrant_url: str | None = setting(None, ENV_QDRANT_URL)

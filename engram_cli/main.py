@@ -225,8 +225,9 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
     folder = folder or Path(__file__).resolve().parent.parent / "examples" / "docs"
     config = settings()
     database = "DATABASE_URL" if config.database_url else f"embedded ({config.data_dir})"
-    vectors = config.vector_backend + ("" if config.vector_backend == "pgvector"
-                                       else f" ({config.qdrant_url or 'embedded'})")
+    from chalicelib.search.backends import for_backend
+
+    vectors = f"{config.vector_backend} ({for_backend(config.vector_backend, config, 0).describe()})"
     console.print(f"[bold]Engram demo[/]: database {database}, "
                   f"embedder {config.embedding_provider}:{config.embedding_model}, vector backend {vectors}")
     from engram_cli.local.stack import StackRunningError

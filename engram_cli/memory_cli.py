@@ -23,7 +23,8 @@ from chalicelib import deps, memory
 from chalicelib.errors import EngramError
 from chalicelib.memory import MemoryScope
 
-app = typer.Typer(help="Agent memories: add, search, list, get, update, delete, history, purge, stats, restore, audit.",
+app = typer.Typer(help="Agent memories: add, search, list, get, update, delete, history, purge, stats, restore, audit, "
+                       "exchanges.",
                   no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
@@ -297,7 +298,8 @@ def purge(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
 @app.command("stats")
 def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN, tenant: str | None = TENANT,
           as_json: bool = JSON) -> None:
-    """Counts of the tenant's memories (or one scope's): by status and, for active ones, by type."""
+    """Counts of the tenant's memories (or one scope's): by status and, for active ones, by type; and its stored
+    exchanges."""
     scope = MemoryScope(user, agent, run) if (user or agent or run) else None
     with deps.connect() as conn:
         data = memory.stats(conn, _context(tenant), scope)
@@ -314,6 +316,68 @@ def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
         else:
             table.add_row(key, str(value))
     console.print(table)
+
+
+exchanges_app = typer.Typer(help="Stored exchanges (each completed turn with memory on): list, get, delete; "
+                                 "`engram memory stats` counts them.", no_args_is_help=True)
+app.add_typer(exchanges_app, name="exchanges")
+
+
+@exchanges_app.command("list")
+def list_exchanges(user: str | None = USER, agent: str | None = AGENT, run: str | None = RUN,
+                   thread: str | None = typer.Option(None, "--thread", help="Only this thread's."),
+                   session: str | None = typer.Option(None, "--session", help="Only this session's."),
+                   limit: int = typer.Option(50, min=1, max=100), tenant: str | None = TENANT,
+                   as_json: bool = JSON) -> None:
+    """A scope's stored exchanges, newest first."""
+    from chalicelib.api import objects
+    from chalicelib.store.paging import Page
+
+    with deps.connect() as conn:
+        rows, has_more = memory.exchanges_page(conn, _context(tenant), _scope(user, agent, run), Page(limit=limit),
+                                               thread_id=thread, session_id=session)
+    data = [objects.exchange_object(e) for e in rows]
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"{len(data)} exchanges" + (" (more: raise --limit)" if has_more else ""))
+    for column in ("id", "when", "thread", "user", "assistant"):
+        table.add_column(column, overflow="fold")
+    for e in data:
+        table.add_row(e["id"], _when(e["created_at"]), e["thread_id"], escape(e["user_prompt"][:200]),
+                      escape(e["assistant_response"][:200]))
+    console.print(table)
+
+
+@exchanges_app.command("get")
+def get_exchange(exchange_id: str = typer.Argument(..., help="exch_..."), tenant: str | None = TENANT,
+                 as_json: bool = JSON) -> None:
+    """One stored exchange, every field."""
+    from chalicelib.api import objects
+
+    try:
+        with deps.connect() as conn:
+            body = objects.exchange_object(memory.exchange(conn, _context(tenant), exchange_id))
+    except EngramError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=exchange_id, show_header=False)
+    for key, value in body.items():
+        table.add_row(key, escape(json.dumps(value, ensure_ascii=False) if isinstance(value, list) else
+                                  str(_when(value) if key == "created_at" else value if value is not None else "")))
+    console.print(table)
+
+
+@exchanges_app.command("delete")
+def delete_exchange(exchange_id: str = typer.Argument(..., help="exch_..."), tenant: str | None = TENANT) -> None:
+    """Delete one stored exchange: recall no longer finds it (the conversation it came from stays)."""
+    with deps.connect() as conn:
+        if not memory.delete_exchange(conn, _context(tenant), exchange_id):
+            err_console.print(f"[bold red]error[/]: no exchange {exchange_id!r} (not_found)")
+            raise typer.Exit(code=2)
+    console.print(f"deleted {exchange_id}")
 
 
 @app.command("restore")

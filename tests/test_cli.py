@@ -98,7 +98,10 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         # labelled, since no chat model is configured), and the SDK call to try it against the served API
         assert "Memories of user 'ada'" in result.stdout and "Memory search" in result.stdout
         assert "the scripted local model" in result.stdout and "[engram-scripted: a scripted local model" in result.stdout
-        assert "I'm vegetarian." in result.stdout.split("What could I cook for dinner tonight?", 1)[1]
+        first, second = result.stdout.split("What could I cook for dinner tonight?", 1)[1].split(
+            "Any ideas for a weekend walk near home?", 1)
+        assert "I'm vegetarian and I love cooking Indian food." in first.split("assistant", 1)[0]
+        assert "I go hiking most weekends." in second.split("assistant", 1)[0]  # recalled, then repeated
         assert 'extra_body={"memory": {"user_id": "ada"}}' in result.stdout
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",
                                                "--mode", "vector", "--json", "-k", "1"], catch_exceptions=False)

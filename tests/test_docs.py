@@ -1,6 +1,7 @@
 """The docs say what the tree is: ``docs/architecture.md``'s package map lists exactly the packages under
 ``chalicelib/`` and ``engram_cli/`` (a new package without a line, or a line naming a package that is gone,
-fails here)."""
+fails here); every file path and dotted module the docs name exists; the scheduled jobs the operations page lists
+are the jobs table's."""
 
 from __future__ import annotations
 
@@ -38,6 +39,42 @@ def test_the_layer_rule_in_the_docs_is_the_tested_one():
 
 
 # ---- the README: a front door whose every code block runs -----------------------------------------------------
+
+# ---- what the docs name exists ------------------------------------------------------------------------------
+
+DOCS = [REPO / "README.md", REPO / "infra" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+_PATH = re.compile(r"\b((?:chalicelib|engram_cli|benchmarks|infra|tests|examples|\.ci)/[\w./-]*[\w/])")
+_MODULE = re.compile(r"`((?:chalicelib|engram_cli)(?:\.\w+)+)")
+_PLACEHOLDER = re.compile(r"[A-Z]{3,}|<")  # benchmarks/NAME.py: a pattern, not a file
+
+
+def test_every_path_and_module_the_docs_name_exists():
+    import importlib.util
+
+    missing = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for path in sorted(set(_PATH.findall(text))):
+            if not _PLACEHOLDER.search(path) and not (REPO / path).exists():
+                missing.append(f"{doc.name}: {path}")
+        for dotted in sorted(set(_MODULE.findall(text))):
+            module, _, attribute = dotted.rpartition(".")
+            found = importlib.util.find_spec(dotted) is not None or (
+                importlib.util.find_spec(module) is not None
+                and hasattr(importlib.import_module(module), attribute))
+            if not found:
+                missing.append(f"{doc.name}: {dotted}")
+    assert missing == []
+
+
+def test_the_operations_page_lists_every_scheduled_job():
+    from chalicelib.jobs.table import JOBS, LANES
+
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text.split("**Scheduled handlers.**", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(\w+)`", section))
+    assert {job.name for job in JOBS} | {lane.name for lane in LANES} <= named
+
 
 README = REPO / "README.md"
 # Longest README accepted (issue 26: a front door of at most ~450 lines; details live in docs/).

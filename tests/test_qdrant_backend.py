@@ -17,7 +17,7 @@ from chalicelib.ingest.pipeline import ingest_bytes
 from chalicelib.jobs import housekeeping
 from chalicelib.jobs.model import JobContext
 from chalicelib.qdrant import TENANT_FIELD, collection_name
-from chalicelib.search.backends import qdrant_sync
+from chalicelib.search.backends import sync
 from chalicelib.search.service import RankingOptions, search
 from chalicelib.store import attachments, vector_stores
 from chalicelib.store import vector_index_outbox as outbox
@@ -152,7 +152,7 @@ def test_points_follow_reingests_attribute_updates_and_deletes(conn, qsettings, 
 
     # attributes reach the payload: a filter on the new value finds the file
     attachments.update_attributes(conn, "acme", store.id, first.file_id, {"kind": "log"})
-    qdrant_sync.sync_pending(conn, qsettings)
+    sync.sync_pending(conn, qsettings)
     kept = search(conn, "acme", [store], "lighthouse ships", embedder=hashing_embedder, settings=qsettings,
                   filters={"type": "eq", "key": "kind", "value": "log"})
     assert [h.file_id for h in kept] == [first.file_id]
@@ -174,7 +174,7 @@ def test_a_deleted_store_takes_its_points_along(conn, qsettings, hashing_embedde
                  embedder=hashing_embedder)
     assert _points(qsettings, store) == 1
     assert vector_stores.delete(conn, "acme", store.id)
-    qdrant_sync.sync_pending(conn, qsettings)
+    sync.sync_pending(conn, qsettings)
     assert _points(qsettings, store) == 0 and outbox.pending_count(conn, store_id=store.id) == 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.memory import AddJob, AddResult, AuditRow, HistoryRow, Hit, Memory
+from chalicelib.memory import AddJob, AddResult, AuditRow, Exchange, HistoryRow, Hit, Memory
 from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile
@@ -137,6 +137,16 @@ def memory_history_entry(row: HistoryRow) -> dict[str, Any]:
     return {"id": row.id, "object": "memory.history", "memory_id": row.memory_id, "event": row.event,
             "old_memory": row.old_memory, "new_memory": row.new_memory, "actor": row.actor,
             "details": row.details, "created_at": unix(row.created_at)}
+
+
+def exchange_object(exchange: Exchange) -> dict[str, Any]:
+    """``memory.exchange`` (Engram extension): one stored exchange — a completed turn with memory on, its prompt and
+    answer, its scope, thread, session and the response that answered it."""
+    return {"id": exchange.id, "object": "memory.exchange", "user_id": exchange.user_id,
+            "agent_id": exchange.agent_id, "run_id": exchange.run_id, "thread_id": exchange.thread_id,
+            "session_id": exchange.session_id, "response_id": exchange.response_id,
+            "user_prompt": exchange.user_prompt, "assistant_response": exchange.assistant_response,
+            "recalled_ids": list(exchange.prior_exchange_ids), "created_at": unix(exchange.created_at)}
 
 
 def agent_object(agent: Agent) -> dict[str, Any]:

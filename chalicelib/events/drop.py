@@ -92,7 +92,7 @@ def apply(delivery: Delivery, embedder: Embedder, record: S3Record) -> str:
                 return "refused"
             if key.is_sidecar or record.is_removed:
                 done = _apply_sidecar(conn, settings, key, record) if key.is_sidecar else _remove(conn, key, record)
-                _sync_index(conn, settings, key.tenant)  # new attributes or a removed file reach Qdrant's points
+                _sync_index(conn, settings, key.tenant)  # new attributes or a removed file reach a backend's points
                 return done
             accepted = _accept(conn, settings, embedder, key, record)
             if isinstance(accepted, str):
@@ -171,10 +171,10 @@ def _accept(conn: psycopg.Connection, settings: Settings, embedder: Embedder, ke
 
 
 def _sync_index(conn: psycopg.Connection, settings: Settings, tenant: str) -> None:
-    """Sync what the change queued for the tenant's Qdrant stores (nothing for pgvector stores: one lookup)."""
-    from chalicelib.search.backends import qdrant_sync
+    """The vector backends' after-write hook for what the change queued for the tenant's stores."""
+    from chalicelib.search.backends import sync
 
-    qdrant_sync.sync_pending(conn, settings, tenant_id=tenant)
+    sync.after_write(conn, settings, tenant_id=tenant)
 
 
 def _remove(conn: psycopg.Connection, key: DropKey, record: S3Record) -> str:

@@ -170,9 +170,9 @@ def stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, mess
 
 
 def _sync_index(conn: psycopg.Connection, settings: Settings, store_id: str, file_id: str) -> None:
-    from chalicelib.search.backends import qdrant_sync
+    from chalicelib.search.backends import sync
 
-    qdrant_sync.sync_file(conn, settings, store_id, file_id)
+    sync.after_write(conn, settings, store_id=store_id, file_id=file_id)
 
 
 def _stage(conn: psycopg.Connection, delivery: Delivery, embedder: Embedder, message: FileMessage, *,
@@ -454,18 +454,19 @@ def _complete_now(conn: psycopg.Connection, settings: Settings, job: Job, embedd
 
 def _finalize(conn: psycopg.Connection, settings: Settings, job: Job, embedder: Embedder, chunks: Sequence[Chunk],
               vectors: Sequence[Any], *, content_sha256: str | None = None) -> str:
-    """Swap the version's chunks in (inside the caller's transaction, which holds the job's lock); on a Qdrant
-    store their points are written before the commit, so the file is searchable once it shows ``completed``."""
-    from chalicelib.search.backends import qdrant_sync
+    """Swap the version's chunks in (inside the caller's transaction, which holds the job's lock); on a backend
+    that keeps its own copy their points are written before the commit, so the file is searchable once it shows
+    ``completed``."""
+    from chalicelib.search.backends import sync
 
-    on_qdrant = qdrant_sync.lock_ahead(conn, job.tenant_id, job.vector_store_id, job.file_id)
+    ahead = sync.lock_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id)
     if not attachments.complete(conn, job.tenant_id, job.vector_store_id, job.file_id, chunks=chunks,
                                 vectors=vectors, dim=embedder.dimension,
                                 content_sha256=content_sha256 or job.content_sha256 or "", attempt=job.version):
         _retire(conn, job, "superseded")
         return "superseded"
-    if on_qdrant:
-        qdrant_sync.write_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id)
+    if ahead:
+        sync.write_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id)
     _retire(conn, job, "completed")
     return "completed"
 

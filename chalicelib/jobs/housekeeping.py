@@ -115,30 +115,24 @@ def sync_drop_folder(ctx: JobContext) -> JobResult:
 
 
 def sync_vector_index(ctx: JobContext) -> JobResult:
-    """Sync the queued files of Qdrant stores (:mod:`chalicelib.search.backends.qdrant_sync`): every tenant's, or
-    the run's tenant's, in batches until none is left or the time is up; then, for the embedded engine, build the
-    indexes of what was written. Counts ``synced_files``, ``failed_files`` (kept queued with their error),
-    ``skipped_files`` (another sync held them) and ``points``.
+    """Sync the queued files of stores on backends that keep their own copy of their candidates
+    (:mod:`chalicelib.search.backends.sync`): every tenant's, or the run's tenant's, in batches until none is left
+    or the time is up; then let those backends build what was written (the embedded engine's indexes). Counts
+    ``synced_files``, ``failed_files`` (kept queued with their error), ``skipped_files`` (another sync held them)
+    and ``points``.
     """
-    from chalicelib import deps
-    from chalicelib.qdrant import collection_name
-    from chalicelib.search.backends import qdrant_sync
-    from chalicelib.store import vector_index_outbox as outbox
+    from chalicelib.search.backends import sync
 
-    totals = qdrant_sync.SyncCounts()
+    totals = sync.SyncCounts()
     more = False
     with connection(ctx) as conn:
         while True:
-            counts = qdrant_sync.sync_pending(conn, ctx.settings, tenant_id=ctx.tenant)
-            for name in ("synced", "failed", "skipped", "points"):
-                setattr(totals, name, getattr(totals, name) + getattr(counts, name))
+            counts = sync.sync_pending(conn, ctx.settings, tenant_id=ctx.tenant)
+            totals.add(counts)
             if counts.synced == 0 or ctx.out_of_time(MARGIN_S):
                 more = counts.synced > 0
                 break
-        dims = outbox.qdrant_dimensions(conn)
-    if totals.points and not ctx.settings.qdrant_url:
-        transport = deps.qdrant(ctx.settings)
-        for dim in dims:
-            transport.optimize(collection_name(ctx.settings, dim))
+        if totals.points:
+            sync.settle(conn, ctx.settings)
     return JobResult(totals.as_dict(), cursor={"more": True} if more else None)
 

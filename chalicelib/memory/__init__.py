@@ -22,6 +22,7 @@ from chalicelib.memory.consolidation import ScopeKey, consolidate_scope
 from chalicelib.memory.consolidation import scopes_after as consolidation_scopes
 from chalicelib.memory.episodes import episodize, instancize
 from chalicelib.memory.exchanges import SIMILARITY_THRESHOLD as EXCHANGE_SIMILARITY
+from chalicelib.memory.exchanges import Exchange
 from chalicelib.memory.expiry import sweep as sweep_expired
 from chalicelib.memory.llm import optional_backend as lifecycle_model
 from chalicelib.memory.manage import FEEDBACK_VALUES, MemoryUpdate
@@ -41,8 +42,11 @@ from chalicelib.memory.service import (
     count,
     delete,
     delete_entity,
+    delete_exchange,
     delete_many,
     entities,
+    exchange,
+    exchanges_page,
     feedback,
     generate_profile,
     get,
@@ -79,8 +83,11 @@ __all__ = [
     "count",
     "delete",
     "delete_entity",
+    "delete_exchange",
     "delete_many",
     "entities",
+    "exchange",
+    "exchanges_page",
     "feedback",
     "generate_profile",
     "get",
@@ -105,6 +112,7 @@ __all__ = [
     "ENTITY_KINDS",
     "EVENTS",
     "EXCHANGE_SIMILARITY",
+    "Exchange",
     "FEEDBACK_VALUES",
     "MEMORY_TYPES",
     "STRATEGIES",

@@ -15,18 +15,21 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 
 from chalicelib import ids
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
+from chalicelib.errors import NotFoundError
 from chalicelib.memory.model import MemoryScope
 from chalicelib.memory.store import exchange_text, scope_predicate
 from chalicelib.search.corpus import EXCHANGES, Scope
 from chalicelib.search.ranking import Weights, rank
+from chalicelib.store.paging import Page, keyset, trim
 
-__all__ = ["CONTEXT_RESULTS", "SIMILARITY_THRESHOLD", "Exchange", "ExchangeHit", "NewExchange", "insert", "search",
-           "text_of", "thread", "thread_of"]
+__all__ = ["CONTEXT_RESULTS", "SIMILARITY_THRESHOLD", "Exchange", "ExchangeHit", "NewExchange", "count", "delete",
+           "get", "insert", "list_page", "search", "text_of", "thread", "thread_of"]
 
 # Seed 004, "Similarity Search / Configuration".
 SIMILARITY_THRESHOLD = 0.65
@@ -51,6 +54,13 @@ RETURNING {_COLUMNS}"""
 _BY_SEQ = f"SELECT {_COLUMNS} FROM exchanges WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
 _THREAD_OF = "SELECT thread_id FROM exchanges WHERE tenant_id = %(tenant)s AND response_id = %(response)s"
 _THREAD = f"SELECT {_COLUMNS} FROM exchanges WHERE tenant_id = %(tenant)s AND thread_id = %(thread)s ORDER BY seq"
+_GET = f"SELECT {_COLUMNS} FROM exchanges WHERE tenant_id = %(tenant)s AND id = %(id)s"
+_DELETE = "DELETE FROM exchanges WHERE tenant_id = %(tenant)s AND id = %(id)s"
+# A page of a scope's exchanges (optionally one thread's or session's), by id (creation order).
+_PAGE = f"""SELECT {_COLUMNS} FROM exchanges
+WHERE tenant_id = %(tenant)s AND {{scope}} AND {{where}} AND {{page}}
+ORDER BY {{order}} LIMIT %(page_limit)s"""
+_COUNT = "SELECT count(*) FROM exchanges WHERE tenant_id = %(tenant)s AND {scope}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +171,46 @@ def thread(conn: psycopg.Connection, tenant_id: str, thread_id: str) -> list[Exc
     """A thread's exchanges, oldest first."""
     with conn.cursor(row_factory=class_row(Exchange)) as cur:
         return cur.execute(_THREAD, {"tenant": tenant_id, "thread": thread_id}).fetchall()
+
+
+def get(conn: psycopg.Connection, tenant_id: str, exchange_id: str) -> Exchange:
+    """One exchange of the tenant.
+
+    Raises:
+        NotFoundError: no such exchange (param ``exchange_id``).
+    """
+    with conn.cursor(row_factory=class_row(Exchange)) as cur:
+        row = cur.execute(_GET, {"tenant": tenant_id, "id": exchange_id}).fetchone()
+    if row is None:
+        raise NotFoundError(f"No exchange found with id '{exchange_id}'.", param="exchange_id")
+    return row
+
+
+def delete(conn: psycopg.Connection, tenant_id: str, exchange_id: str) -> bool:
+    """Delete one exchange (its text and embedding; the conversation or response it came from is untouched);
+    False when there was none."""
+    return conn.execute(_DELETE, {"tenant": tenant_id, "id": exchange_id}).rowcount > 0
+
+
+def list_page(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, page: Page, *,
+              thread_id: str | None = None, session_id: str | None = None) -> tuple[list[Exchange], bool]:
+    """One cursor page of the scope's exchanges (those whose ids equal every id the scope names, as a memory
+    read), optionally of one ``thread_id`` or ``session_id``: ``(exchanges, has_more)``."""
+    predicate, params = scope_predicate(scope)
+    where, order, page_params = keyset(page, "id")
+    filters: list[sql.Composable] = [sql.SQL("TRUE")]
+    for column, value in (("thread_id", thread_id), ("session_id", session_id)):
+        if value is not None:
+            filters.append(sql.SQL("{} = {}").format(sql.Identifier(column), sql.Placeholder(column)))
+            params[column] = value
+    query = sql.SQL(_PAGE).format(scope=predicate, where=sql.SQL(" AND ").join(filters), page=where, order=order)
+    with conn.cursor(row_factory=class_row(Exchange)) as cur:
+        rows = cur.execute(query, {**params, **page_params, "tenant": tenant_id}).fetchall()
+    return trim(page, rows)
+
+
+def count(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope | None) -> int:
+    """How many exchanges the tenant (or one scope) holds."""
+    predicate, params = scope_predicate(scope) if scope is not None else (sql.SQL("TRUE"), {})
+    row = conn.execute(sql.SQL(_COUNT).format(scope=predicate), {**params, "tenant": tenant_id}).fetchone()
+    return int(row[0]) if row else 0

@@ -57,7 +57,9 @@ what each buys on LoCoMo):
   they matched every memory that addresses the person ("Thanks, Ann!") as much as the person's own (whose index
   text starts with the speaker's name), and pulled the query's vector towards the name rather than the topic.
   The scope's speakers are read before the embedding (:func:`store.speakers`, a bounded sample: one small
-  statement); a query of nothing but a name is kept whole, and a caller's own ``vector`` is used as given. On
+  statement); a query of nothing but a name is kept whole. Recall inside a response asks the same question
+  (:func:`searched`: one embedding of the text without the names, reused for its earlier exchanges), so it ranks
+  as ``POST /v1/memories/search`` does. On
   LoCoMo, Recall@10 0.793 → 0.808 (All@10 0.734 → 0.749; every category gains, open-domain most: 0.472 → 0.511).
 - **Time** (γ = :data:`FACET_BOOST`): a query naming a date, month or year (:mod:`chalicelib.memory.temporal`)
   prefers memories valid from inside that time (LongMemEval's time-aware query expansion, used as a soft boost).
@@ -113,7 +115,7 @@ from chalicelib.search.filters import compile_filter
 from chalicelib.search.ranking import Weights, rank
 
 __all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "SESSION_WEIGHT", "STRATEGIES", "UNASKED_SHARE", "Hit", "Query",
-           "Signals", "Strategy", "search"]
+           "Searched", "Signals", "Strategy", "search", "searched"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +199,34 @@ class _Evidence:
     keyword: dict[int, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """A search's ``hits`` and the question it asked: the ``text`` it embedded and matched by keywords (the query
+    without the scope's speakers it names) and that text's embedding ``vector`` (``embedder.dimension`` floats;
+    None when the strategy weighs no vectors). A caller searching more for the same question (a response's
+    earlier exchanges) reuses both, so everything recalled for one question answers the same question."""
+
+    hits: list[Hit]
+    text: str
+    vector: Sequence[float] | None
+
+
 def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
-           now: datetime | None = None, touch: bool = True, vector: Sequence[float] | None = None) -> list[Hit]:
+           now: datetime | None = None, touch: bool = True) -> list[Hit]:
     """The best memories of the scope for ``query.query``, best first (see the module docstring). Counts an access
-    of each returned memory when ``touch``. ``vector``: the query's embedding (``embedder.dimension`` floats)
-    when the caller has it already; else it is embedded here (when the strategy weighs vectors).
+    of each returned memory when ``touch``. The one implementation of memory search: ``POST /v1/memories/search``,
+    the mem0 client, the CLI and recall inside a response (:func:`searched`) all rank through it.
+
+    Raises:
+        InvalidRequestError: malformed ``filters``.
+        UpstreamError: embedding the query failed.
+    """
+    return searched(conn, settings, tenant_id, query, embedder=embedder, now=now, touch=touch).hits
+
+
+def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: Query, *, embedder: Embedder,
+             now: datetime | None = None, touch: bool = True) -> Searched:
+    """:func:`search`, with the question it asked (:class:`Searched`): the text and the one embedding of it.
 
     Raises:
         InvalidRequestError: malformed ``filters``.
@@ -209,23 +234,24 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     """
     now = now or datetime.now(UTC)
     where = compile_filter(query.filters, column="metadata")
-    scope = _scope(tenant_id, query)
+    scope = _scope(tenant_id, query, store.scope_rows(conn, tenant_id, query.scope))
     depth = max(MIN_CANDIDATES, 4 * query.top_k)
     # The scope's speakers the query names count through the speaker facet, not as words of the query.
     named = _named_speakers(query.query, store.speakers(conn, tenant_id, scope.predicate, scope.params)) \
         if query.signals.speakers else set()
     text = _without_names(query.query, named)
-    if query.strategy.vector <= 0:
-        vector = None
-    elif vector is None:
+    vector: Sequence[float] | None = None
+    if query.strategy.vector > 0:
         started = time.perf_counter()
         vector = embedder.embed([text])[0]
         observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
+    index = store.hnsw_index(conn, embedder.dimension)
     ranked = rank(conn, MEMORIES, scope, [text], embedder=embedder, settings=settings, depth=depth,
-                  where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
+                  where=where, indexed_rows=index.indexed_rows, index=index,
+                  vectors=[vector] if vector is not None else None,
                   weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9))
     if not ranked:
-        return []
+        return Searched([], text, vector)
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
     keyword = {r.id: (r.keyword or 0.0) / best_keyword for r in ranked}
     neighbours, params = None, None
@@ -235,7 +261,7 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
             neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
             params.update(where.params)
     rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
-                             params=params)
+                             params=params, scope_rows=scope.rows)
     # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
     # neighbours neither leg returned have no keyword score.
     evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
@@ -254,7 +280,8 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, query: 
     scored.sort(key=lambda s: (-s[1], s[0].seq))
     scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
     memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored], touch=touch)
-    return [Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories]
+    return Searched([Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories],
+                    text, vector)
 
 
 def decay(memory: Memory | store.Ranking, settings: Settings, now: datetime) -> float:
@@ -366,7 +393,9 @@ def _score(row: store.Ranking, evidence: _Evidence, facts: _QueryFacts, strategy
     return row, round(base * factor, 6), details
 
 
-def _scope(tenant_id: str, query: Query) -> Scope:
+def _scope(tenant_id: str, query: Query, rows: int) -> Scope:
+    """The search's scope: its ids, the states it sees (active, live, or valid ``as_of``), types and creation
+    times; ``rows``: how many memories the scope's ids hold (:func:`store.scope_rows`, bounded)."""
     predicate, params = store.scope_predicate(query.scope)
     parts: list[sql.Composable] = [predicate]
     if query.as_of is not None:
@@ -385,7 +414,7 @@ def _scope(tenant_id: str, query: Query) -> Scope:
     if query.created_before is not None:
         parts.append(sql.SQL("created_at <= %(created_before)s"))
         params["created_before"] = query.created_before
-    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
+    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=max(rows, 1))
 
 
 def scopes_of(hits: Sequence[Hit]) -> list[dict[str, str | None]]:

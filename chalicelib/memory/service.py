@@ -37,6 +37,7 @@ from chalicelib.embed.base import Embedder
 from chalicelib.errors import NotFoundError
 from chalicelib.memory import add_jobs, archive, audit, documents, exchanges, llm, manage, persona, store, write
 from chalicelib.memory import recall as ranking  # the search module (the service has recall_context)
+from chalicelib.memory.exchanges import Exchange
 from chalicelib.memory.model import Memory, MemoryScope
 from chalicelib.store import idempotency
 from chalicelib.store.paging import Page
@@ -271,8 +272,31 @@ def history(conn: psycopg.Connection, ctx: Context, memory_id: str) -> tuple[lis
 
 
 def stats(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, Any]:
-    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type."""
-    return store.stats(conn, ctx.tenant_id, scope)
+    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type, and of its stored
+    ``exchanges`` (:func:`chalicelib.memory.store.stats`'s keys plus ``exchanges``)."""
+    return {**store.stats(conn, ctx.tenant_id, scope), "exchanges": exchanges.count(conn, ctx.tenant_id, scope)}
+
+
+def exchanges_page(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, page: Page, *,
+                   thread_id: str | None = None, session_id: str | None = None) -> tuple[list[Exchange], bool]:
+    """One cursor page of the scope's stored exchanges (seed 004's ``/vget``: optionally one ``thread_id`` or
+    ``session_id``), newest first by default: ``(exchanges, has_more)``."""
+    return exchanges.list_page(conn, ctx.tenant_id, scope, page, thread_id=thread_id, session_id=session_id)
+
+
+def exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> Exchange:
+    """One stored exchange.
+
+    Raises:
+        NotFoundError: no such exchange for this tenant.
+    """
+    return exchanges.get(conn, ctx.tenant_id, exchange_id)
+
+
+def delete_exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> bool:
+    """Delete one stored exchange (seed 004's ``/vdelete``: recall no longer finds it; the conversation or response
+    it came from is untouched); False when there was none."""
+    return exchanges.delete(conn, ctx.tenant_id, exchange_id)
 
 
 def entities(conn: psycopg.Connection, ctx: Context, *, limit: int, offset: int = 0) -> tuple[list[store.Entity],
@@ -395,20 +419,22 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
            score_threshold: float, with_exchanges: bool, exchange_threshold: float) -> Recalled:
     """What to remind a model of before it answers ``text``: the scope's best memories (``top_k`` scoring at
     least ``score_threshold``) and, ``with_exchanges``, its earlier exchanges of cosine similarity at least
-    ``exchange_threshold`` — one embedding of ``text`` for both, on the caller's connection.
+    ``exchange_threshold`` — on the caller's connection. The memories are ranked by :func:`search`'s own path
+    (``POST /v1/memories/search`` ranks alike), and its question — ``text`` without the scope's speakers it names,
+    embedded once — is the one asked of the exchanges too.
 
     Raises:
         UpstreamError: embedding failed; psycopg errors (the caller degrades gracefully).
     """
     if not text.strip():
         return Recalled()
-    vector = ctx.embedder.embed([text])[0]
-    hits = ranking.search(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
-                                                                         score_threshold=score_threshold),
-                         embedder=ctx.embedder, vector=vector)
-    found = (exchanges.search(conn, ctx.settings, ctx.tenant_id, scope, text, embedder=ctx.embedder, limit=top_k,
-                              threshold=exchange_threshold, vector=vector) if with_exchanges else [])
-    return Recalled(hits, found, ctx.embedder.tokenizer.count(text))
+    asked = ranking.searched(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
+                                                                            score_threshold=score_threshold),
+                             embedder=ctx.embedder)
+    found = (exchanges.search(conn, ctx.settings, ctx.tenant_id, scope, asked.text, embedder=ctx.embedder,
+                              limit=top_k, threshold=exchange_threshold, vector=asked.vector)
+             if with_exchanges else [])
+    return Recalled(asked.hits, found, ctx.embedder.tokenizer.count(asked.text))
 
 
 def thread_of(conn: psycopg.Connection, ctx: Context, response_id: str) -> str | None:

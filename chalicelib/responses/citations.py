@@ -98,10 +98,12 @@ def strip(text: str, sources: dict[str, str]) -> tuple[str, list[dict[str, Any]]
 
 
 def format_results(queries: list[str], results: list[FileSearchResult] | None) -> str:
-    """The tool message the model reads: each result's marker, filename, score and text (or "no results")."""
+    """The tool message the model reads: each result's marker, filename, score and text (or "no results"; or, when
+    ``results`` is None — a search that failed or could not run —, that it failed)."""
     header = "Search results for: " + "; ".join(queries)
     if results is None:
-        return header + "\n(The search did not run.)"
+        return header + ("\n(The search failed: the user's documents could not be searched. Answer without them, "
+                         "and say that the search failed.)")
     if not results:
         return header + "\nNo results found in the user's documents."
     blocks = [header]

@@ -17,10 +17,12 @@ first model call only; later calls use ``auto`` (otherwise a forced search would
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib import observability
 from chalicelib.chat.base import ChatBackend, ChatMessage, ChatRequest, ChatResult, TextDelta, ToolCall, ToolSpec
 from chalicelib.errors import InvalidRequestError, UpstreamError
 from chalicelib.responses import citations, items, tools
@@ -29,6 +31,10 @@ from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, hide_results
 
 # Built-in tool calls per response when the request sets no max_tool_calls (Engram's cap; OpenAI's is unstated).
+logger = logging.getLogger("engram.responses")
+
+# The metric a failed file_search counts (the response goes on: _search).
+SEARCH_FAILURES = "FileSearchFailures"
 DEFAULT_MAX_TOOL_CALLS = 10
 
 
@@ -159,7 +165,9 @@ def _model_call(backend: ChatBackend, request: ChatRequest, state: ResponseState
 def _search(config: LoopConfig, call: ToolCall, state: ResponseState,
             emit: Emitter) -> Generator[dict[str, Any], None, dict[str, Any]]:
     """Run one ``file_search`` call as a ``file_search_call`` item; returns the item (results kept; hidden in
-    events unless included). Arguments the model garbled make a ``failed`` item the model is told about."""
+    events unless included). Arguments the model garbled, or a search that fails (the vector backend or the
+    embedder down, a timeout: seed 003, "the model gets an error result and still answers"), make a ``failed`` item
+    (``results`` null) the model is told about; the response goes on (logged, counted as ``FileSearchFailures``)."""
     try:
         queries, problem = tools.parse_queries(call.arguments), None
     except InvalidRequestError as exc:
@@ -173,9 +181,15 @@ def _search(config: LoopConfig, call: ToolCall, state: ResponseState,
     if problem is None:
         yield emit.file_search("searching", index, item["id"])
         assert config.file_search is not None
-        item["results"] = config.file_search.run(queries)
-        item["status"] = "completed"
-        yield emit.file_search("completed", index, item["id"])
+        try:
+            item["results"] = config.file_search.run(queries)
+        except Exception:  # any failure of the search: the model answers without it
+            logger.exception("file_search failed; the model is told and the response goes on")
+            observability.record(SEARCH_FAILURES, 1, "Count")
+            item["status"] = "failed"
+        else:
+            item["status"] = "completed"
+            yield emit.file_search("completed", index, item["id"])
     else:
         item["status"] = "failed"
     yield emit.item_done(index, shown(item))

@@ -126,7 +126,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
     vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
     if use_vector:
         # Only an indexed corpus can take the HNSW path: what its index is built over decides the cast.
-        if corpus.hnsw_prefix is None or backend is not PGVECTOR:
+        if corpus.hnsw_prefix is None or not backend.in_postgres:
             index = HnswIndex(kind=None, iterative_scan=False)
         elif index is None:
             index = hnsw_index(conn, embedder.dimension)

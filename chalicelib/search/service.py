@@ -166,14 +166,15 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
     ranked: list[Ranked] = []
     tenant_ids: list[str] = []
     for name, group in groups.items():
-        index = hnsw_index(conn, embedder.dimension) if name == "pgvector" else HnswIndex(None, False)
+        backend = for_backend(name, settings, embedder.dimension)
+        index = hnsw_index(conn, embedder.dimension) if backend.in_postgres else HnswIndex(None, False)
         scope = search_scope(conn, tenant_id, group, where)
         tenant_ids += [t for t in scope.tenant_ids if t not in tenant_ids]
         ranked += rank(conn, CHUNKS, scope, queries, embedder=embedder, settings=settings,
                        depth=max(MIN_CANDIDATES, 2 * limit), where=where, indexed_rows=index.indexed_rows,
                        index=index, weights=Weights(ranking.embedding_weight, ranking.text_weight), limit=limit,
                        threshold=ranking.score_threshold, vectors=vectors,
-                       backend=for_backend(name, settings, embedder.dimension), rerank=ranking.ranker != "none")
+                       backend=backend, rerank=ranking.ranker != "none")
     if len(groups) > 1:
         ranked.sort(key=lambda r: -r.relevance)
     scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]

@@ -39,13 +39,13 @@ _DELETE = """DELETE FROM chunks WHERE tenant_id = %(tenant)s AND vector_store_id
     AND file_id = ANY(%(files)s::text[])"""
 # One statement per file: the rows arrive as parallel arrays (binary parameters), the policies check them, the
 # tsvector is computed once per row and BM25's |d| from it, and the attributes come from the attachment row, which
-# the transition holds locked (an update made while the file was processed reaches its chunks). A Qdrant store's
-# rows keep no vector (migration 0023: Qdrant and the embedding cache hold it).
+# the transition holds locked (an update made while the file was processed reaches its chunks). The rows of a store
+# on a backend that keeps its own copy hold no vector (migrations 0023, 0026: it and the embedding cache hold it).
 _INSERT = """
 INSERT INTO chunks (tenant_id, vector_store_id, file_id, chunk_index, text, token_count, char_start, char_end,
     page_start, page_end, attributes, embedding_dim, embedding, keywords, keyword_length)
 SELECT %(tenant)s, %(store)s, %(file)s, r.i, r.t, r.n, r.cs, r.ce, r.ps, r.pe, sf.attributes, %(dim)s,
-       CASE WHEN vs.backend = 'pgvector' THEN r.e END, r.v, engram_tsvector_length(r.v)
+       CASE WHEN engram_backend_in_postgres(vs.backend) THEN r.e END, r.v, engram_tsvector_length(r.v)
 FROM (SELECT u.*, to_tsvector('english', u.t) AS v
       FROM unnest(%(index)b::int4[], %(text)b::text[], %(tokens)b::int4[], %(start)b::int4[], %(end)b::int4[],
                   %(page_start)b::int4[], %(page_end)b::int4[], %(vector)b::vector[])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-__all__ = ["State", "advance", "changed_files", "drop_pgvector_index", "fill_vectors", "files_after", "finish",
+__all__ = ["State", "advance", "changed_files", "drop_postgres_index", "fill_vectors", "files_after", "finish",
            "missing_vectors", "queue_store_removal", "rebuild_postings", "set_backend", "set_vector", "start"]
 
 _START = """
@@ -53,9 +53,10 @@ WHERE s.tenant_id = %(tenant)s AND s.id = %(store)s AND p.partition_key = s.part
 _REBUILD_POSTINGS = "SELECT engram_rebuild_postings(%(store)s)"
 _SET_BACKEND = "UPDATE vector_stores SET backend = %(backend)s WHERE tenant_id = %(tenant)s AND id = %(store)s"
 _QUEUE_REMOVAL = """
-INSERT INTO vector_index_outbox (tenant_id, vector_store_id, file_id, embedding_dim)
-SELECT tenant_id, id, '', embedding_dim FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(store)s
-ON CONFLICT (vector_store_id, file_id) DO UPDATE SET seq = nextval('vector_index_outbox_seq'), queued_at = now()"""
+INSERT INTO vector_index_outbox (tenant_id, vector_store_id, file_id, embedding_dim, backend)
+SELECT tenant_id, id, '', embedding_dim, %(backend)s FROM vector_stores WHERE tenant_id = %(tenant)s AND id = %(store)s
+ON CONFLICT (vector_store_id, file_id) DO UPDATE SET seq = nextval('vector_index_outbox_seq'), queued_at = now(),
+    backend = EXCLUDED.backend"""
 _UNQUEUE_FILES = "DELETE FROM vector_index_outbox WHERE vector_store_id = %(store)s AND file_id <> ''"
 
 
@@ -119,8 +120,8 @@ def set_vector(conn: psycopg.Connection, tenant_id: str, chunk_id: int, vector: 
     conn.execute(_SET_VECTOR, {"tenant": tenant_id, "id": chunk_id, "vector": vector})
 
 
-def drop_pgvector_index(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
-    """Remove the store's rows' vectors and its postings (what the pgvector backend searched)."""
+def drop_postgres_index(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
+    """Remove the store's rows' vectors and its postings (what a backend in Postgres searched)."""
     conn.execute(_DROP_VECTORS, {"tenant": tenant_id, "store": store_id})
     conn.execute(_DROP_POSTINGS, {"tenant": tenant_id, "store": store_id})
 
@@ -135,7 +136,8 @@ def set_backend(conn: psycopg.Connection, tenant_id: str, store_id: str, backend
     conn.execute(_SET_BACKEND, {"tenant": tenant_id, "store": store_id, "backend": backend})
 
 
-def queue_store_removal(conn: psycopg.Connection, tenant_id: str, store_id: str) -> None:
-    """Queue the removal of all the store's Qdrant points (and drop its files' queued syncs)."""
+def queue_store_removal(conn: psycopg.Connection, tenant_id: str, store_id: str, backend: str) -> None:
+    """Queue the removal of all the store's points from ``backend`` (the one it moves away from; and drop its files'
+    queued syncs)."""
     conn.execute(_UNQUEUE_FILES, {"store": store_id})
-    conn.execute(_QUEUE_REMOVAL, {"tenant": tenant_id, "store": store_id})
+    conn.execute(_QUEUE_REMOVAL, {"tenant": tenant_id, "store": store_id, "backend": backend})

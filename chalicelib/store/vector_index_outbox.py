@@ -1,7 +1,9 @@
-"""The Qdrant sync's queue (``vector_index_outbox``, migration 0023): the files of Qdrant stores whose chunks
-changed (queued by trigger in the changing transaction) and the Qdrant stores deleted, with what the sync reads of
-them. One entry per file (``file_id`` ``''``: a whole deleted store); a change to a queued file moves it back
-(a new ``seq``), so an entry removed after a sync never hides a change made during it."""
+"""The vector backends' sync queue (``vector_index_outbox``, migrations 0023 and 0026): the files whose chunks
+changed in stores on a backend that keeps its own copy of their candidates (queued by trigger in the changing
+transaction, with that backend's name), and such stores deleted or moved away, with what the sync
+(:mod:`chalicelib.search.backends.sync`) reads of them. One entry per file (``file_id`` ``''``: a whole store's
+points to remove); a change to a queued file moves it back (a new ``seq``), so an entry removed after a sync never
+hides a change made during it."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ from typing import Any
 import psycopg
 
 __all__ = ["ChunkRow", "Claim", "Entry", "StoreRow", "chunk_ids", "chunks", "claim", "done", "failed", "lock",
-           "pending", "pending_count", "qdrant_dimensions", "store", "written"]
+           "external_dimensions", "pending", "pending_count", "store", "written"]
 
 _WHERE = """(%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)
   AND (%(store)s::text IS NULL OR vector_store_id = %(store)s)"""
 _PENDING = f"""
-SELECT tenant_id, vector_store_id, file_id, seq, embedding_dim FROM vector_index_outbox
+SELECT tenant_id, vector_store_id, file_id, seq, embedding_dim, backend FROM vector_index_outbox
 WHERE {_WHERE} AND (%(file)s::text IS NULL OR file_id = %(file)s)
 ORDER BY seq LIMIT %(limit)s"""
 _COUNT = f"SELECT count(*) FROM vector_index_outbox WHERE {_WHERE}"
@@ -54,13 +56,15 @@ _LOCK_SALT = b"engram-vector-index:"
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A queued file (``file_id`` ``''``: a whole deleted store, of ``embedding_dim`` floats)."""
+    """A queued file (``file_id`` ``''``: a whole store's points, of ``embedding_dim`` floats) and the
+    ``backend`` whose points it concerns."""
 
     tenant_id: str
     vector_store_id: str
     file_id: str
     seq: int
     embedding_dim: int | None
+    backend: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,8 @@ def claim(conn: psycopg.Connection, entry: Entry, *, wait: bool = False) -> Clai
 
 def written(conn: psycopg.Connection, store_id: str, file_id: str) -> int | None:
     """Inside the transaction that queued the file and holds its :func:`lock`: record that its points as they are
-    now are written; returns the entry's seq (None when the file is not queued: not a Qdrant store's)."""
+    now are written; returns the entry's seq (None when the file is not queued: its store's backend is in
+    Postgres)."""
     row = conn.execute(_WRITTEN, {"store": store_id, "file": file_id}).fetchone()
     return int(row[0]) if row else None
 
@@ -168,9 +173,11 @@ def chunk_ids(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: 
                                                           "file": file_id}).fetchall()]
 
 
-_DIMENSIONS = "SELECT DISTINCT embedding_dim FROM vector_stores WHERE backend = 'qdrant' ORDER BY 1"
+_DIMENSIONS = """SELECT backend, array_agg(DISTINCT embedding_dim ORDER BY embedding_dim) FROM vector_stores
+WHERE NOT engram_backend_in_postgres(backend) GROUP BY 1 ORDER BY 1"""
 
 
-def qdrant_dimensions(conn: psycopg.Connection) -> list[int]:
-    """The embedding dimensions of the Qdrant stores the connection sees (one collection each)."""
-    return [int(row[0]) for row in conn.execute(_DIMENSIONS).fetchall()]
+def external_dimensions(conn: psycopg.Connection) -> dict[str, list[int]]:
+    """``{backend: embedding dimensions}`` of the stores the connection sees on backends that keep their own copy
+    (one collection or index per dimension)."""
+    return {row[0]: [int(d) for d in row[1]] for row in conn.execute(_DIMENSIONS).fetchall()}

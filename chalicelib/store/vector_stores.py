@@ -19,6 +19,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib import ids
+from chalicelib.config import DEFAULT_VECTOR_BACKEND
 from chalicelib.errors import (
     ConflictError,
     EmbeddingMismatchError,
@@ -61,13 +62,15 @@ class VectorStore:
     shared: bool = False
     shared_at: datetime | None = None
     shared_by: str | None = None
-    backend: str = "pgvector"  # where its vectors and keyword index live (chalicelib.config.VECTOR_BACKENDS)
+    backend: str = DEFAULT_VECTOR_BACKEND  # where its candidates live (chalicelib.config.VECTOR_BACKENDS)
 
 
 _COLUMNS = """id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at,
     chunk_count, keyword_length, usage_bytes, created_at, last_active_at, shared, shared_at, shared_by, backend"""
 
 _INSERT_TENANT = "INSERT INTO tenants (id) VALUES (%s) ON CONFLICT DO NOTHING"
+# Whether a backend's candidates are Postgres' own indexes (the one definition, migration 0026).
+_IN_POSTGRES = "SELECT engram_backend_in_postgres(%(backend)s)"
 _INSERT = f"""
 INSERT INTO vector_stores (id, tenant_id, name, embedding_model, embedding_dim, metadata, expires_after, expires_at,
                            backend)
@@ -126,12 +129,13 @@ def ensure_tenant(conn: psycopg.Connection, tenant_id: str) -> None:
 
 def create(conn: psycopg.Connection, tenant_id: str, *, name: str | None, model: str, dim: int,
            metadata: dict[str, Any] | None = None, expires_after: dict[str, Any] | None = None,
-           backend: str = "pgvector") -> VectorStore:
-    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions whose vectors live in ``backend``
-    (``pgvector``: its HNSW index is created if new; ``qdrant``). ``expires_after`` is OpenAI's ``{"anchor":
-    "last_active_at", "days": N}``: ``expires_at`` is N days after the last activity."""
+           backend: str = DEFAULT_VECTOR_BACKEND) -> VectorStore:
+    """Create a vector store bound to embedding ``model`` of ``dim`` dimensions whose candidates live in
+    ``backend`` (a name of :data:`chalicelib.config.VECTOR_BACKENDS`; for the backend in Postgres, the dimension's
+    HNSW index is created if new). ``expires_after`` is OpenAI's ``{"anchor": "last_active_at", "days": N}``:
+    ``expires_at`` is N days after the last activity."""
     ensure_tenant(conn, tenant_id)
-    if backend == "pgvector":
+    if one(conn.execute(_IN_POSTGRES, {"backend": backend}))[0]:
         ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(VectorStore)) as cur:
         return one(cur.execute(_INSERT, {"id": ids.new_id(ids.VECTOR_STORE), "tenant": tenant_id, "name": name,

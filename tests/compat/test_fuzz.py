@@ -85,7 +85,7 @@ REAL_STORE_OK = {
 PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id": ids.FILE_BATCH,
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
             "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
-            "item_id": ids.MESSAGE, "entity_type": "user", "entity_id": "ent_", "org_id": "org_",
+            "item_id": ids.MESSAGE, "exchange_id": ids.EXCHANGE, "entity_type": "user", "entity_id": "ent_", "org_id": "org_",
             "project_id": "proj_", "webhook_id": ""}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
@@ -107,7 +107,8 @@ def test_every_route_is_fuzzed():
         ("POST", "/v1/responses/{response_id}/cancel"), ("POST", "/v1/memories"), ("DELETE", "/v1/memories"),
         ("POST", "/v1/memories/{memory_id}"), ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/agents"),
         ("POST", "/v1/agents/{agent_id}"), ("DELETE", "/v1/agents/{agent_id}"),
-        ("POST", "/v1/memories/{memory_id}/restore"), ("POST", "/mem0/v3/memories/add"),
+        ("POST", "/v1/memories/{memory_id}/restore"), ("DELETE", "/v1/memories/exchanges/{exchange_id}"),
+        ("POST", "/mem0/v3/memories/add"),
         ("PUT", "/mem0/v1/memories/{memory_id}"), ("DELETE", "/mem0/v1/memories/{memory_id}"),
         ("DELETE", "/mem0/v1/memories"), ("DELETE", "/mem0/v2/entities/{entity_type}/{entity_id}"),
         ("PUT", "/mem0/v1/batch"), ("DELETE", "/mem0/v1/batch"), ("POST", "/mem0/v1/feedback"),

@@ -205,10 +205,11 @@ def test_blue_lists_never_show_red(red_client, blue_client, red, blue):
         assert not red_ids & {x.id for x in blue_client.files.list(order=order, limit=1).data}
         assert not red_ids & {x.id for x in blue_client.vector_stores.list(order=order, limit=1).data}
     # red's ids as cursors page blue's own data only
-    for cursor in (red.file_id, red.store_id):
-        assert not red_ids & {x.id for x in blue_client.files.list(after=cursor).data}
-        assert not red_ids & {x.id for x in blue_client.vector_stores.list(after=cursor).data}
-        assert not red_ids & {x.id for x in blue_client.vector_stores.list(before=cursor).data}
+    assert not red_ids & {x.id for x in blue_client.files.list(after=red.file_id).data}
+    assert not red_ids & {x.id for x in blue_client.vector_stores.list(after=red.store_id).data}
+    assert not red_ids & {x.id for x in blue_client.vector_stores.list(before=red.store_id).data}
+    with pytest.raises(openai.BadRequestError):  # a cursor of another kind names no place in the list
+        blue_client.vector_stores.list(after=red.file_id)
     assert [x.id for x in blue_client.vector_stores.file_batches.list_files(blue.batch_id,
                                                                            vector_store_id=blue.store_id)] \
         == [blue.file_id]

@@ -92,3 +92,27 @@ def test_agents_commands_and_headless_aliases(cli, tmp_path):
     assert "completed" in cli("--add-to-vector-store", str(doc))
     assert "lighthouse" in cli("--query-vector-store", "tides")
     assert "default" in cli("--vector-store-stats")
+
+
+def test_exchange_commands(cli):
+    import time
+
+    from chalicelib import memory
+
+    ctx = memory.context(config.settings(), "cli-memory")
+    with deps.connect() as conn:
+        job = memory.remember(conn, ctx, memory.MemoryScope(user_id="kit"), response_id="resp_cli", thread_id="t1",
+                              session_id=None, prompt="Where do I park?", answer="Level 2, bay 14.", prior_ids=[])
+        assert job is not None
+        deadline = time.monotonic() + 30
+        while memory.job(conn, ctx, job.id).status != "completed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    [exchange] = json.loads(cli("memory", "exchanges", "list", "--user", "kit", "--json"))
+    assert (exchange["user_prompt"], exchange["assistant_response"], exchange["thread_id"]) == \
+        ("Where do I park?", "Level 2, bay 14.", "t1")
+    assert json.loads(cli("memory", "exchanges", "list", "--user", "someone-else", "--json")) == []
+    assert json.loads(cli("memory", "exchanges", "get", exchange["id"], "--json")) == exchange
+    assert json.loads(cli("memory", "stats", "--user", "kit", "--json"))["exchanges"] == 1
+    assert "deleted" in cli("memory", "exchanges", "delete", exchange["id"])
+    cli("memory", "exchanges", "delete", exchange["id"], code=2)
+    assert json.loads(cli("memory", "stats", "--user", "kit", "--json"))["exchanges"] == 0

@@ -141,6 +141,40 @@ def test_garbled_search_arguments_fail_the_call_not_the_response(client, fake, l
     assert r.status == "completed" and r.output_text == "Sorry, let me answer directly."
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failing_search_fails_the_call_not_the_response(client, fake, library, stream):
+    """Seed 003: the embedder (or the vector backend) failing makes a ``failed`` file_search_call the model is told
+    about; the model still answers and the response completes (before: the whole response failed)."""
+    from chalicelib import deps
+
+    class Broken:
+        model, dimension, max_input_tokens = "hashing-384", 384, 512
+        tokenizer = deps.embedder().tokenizer
+
+        def embed(self, texts):
+            raise RuntimeError("embedding service down")
+
+    good = deps.embedder()
+    deps.set_embedder(Broken())
+    fake.push(tool_calls(call("file_search", {"queries": ["budget"]})), text("I could not search your files."))
+    kwargs = {"model": "fake-model", "input": "What is the octarine budget?",
+              "tools": [{"type": "file_search", "vector_store_ids": [library["store"]]}]}
+    try:
+        if stream:
+            with client.responses.stream(**kwargs) as events:
+                types = [event.type for event in events]
+                r = events.get_final_response()
+            assert types[-1] == "response.completed" and "response.file_search_call.completed" not in types
+        else:
+            r = client.responses.create(**kwargs)
+    finally:
+        deps.set_embedder(good)
+    assert r.status == "completed" and r.output_text == "I could not search your files."
+    assert r.output[0].type == "file_search_call" and r.output[0].status == "failed"
+    assert "The search failed" in _tool_message(fake.requests[-1])
+    assert client.responses.retrieve(r.id).status == "completed"
+
+
 def test_citations_from_an_earlier_turn_still_resolve(client, fake, library):
     fake.push(tool_calls(call("file_search", {"queries": ["tuning"]})), text("Thursdays."))
     first = client.responses.create(model="fake-model", input="Tuning?",

@@ -420,3 +420,96 @@ def test_the_readme_three_turn_conversation(lenient, strict, fake, configure):
     items = strict("readme-walkthrough")[0].conversations.items.list(conversation.id, order="asc")
     assert [(i.type, i.role) for i in items.data] == [("message", "user"), ("message", "assistant")] * 3
     fake.responder = None
+
+
+def _exchange_of(http: httpx.Client, response) -> None:
+    assert _wait_job(http, _usage(response)["memory_job_id"])["status"] == "completed"
+
+
+def test_stored_exchanges_can_be_listed_read_counted_and_deleted(strict, fake):
+    """Seed 004's ``/vget``, ``/vdelete`` and ``/vstats`` over the API, under the scope rules of memories: a list
+    names a scope and sees only its exchanges, an id is the tenant's, and a deleted exchange is no longer recalled."""
+    client, http = strict("exchanges-api")
+    other = strict("exchanges-api-other")[1]
+    answers = []
+    for user, question, answer in (("hal", "Where is the spare key?", "Under the blue flowerpot."),
+                                   ("hal", "When is the bin collected?", "On Tuesday mornings."),
+                                   ("ivy", "Where is the spare key?", "With the neighbour.")):
+        fake.push(text(answer))
+        r = client.responses.create(model="fake-model", input=question, extra_body={"memory": {"user_id": user}})
+        _exchange_of(http, r)
+        answers.append(r)
+    page = http.get("/memories/exchanges", params={"user_id": "hal", "order": "asc"})
+    assert page.status_code == 200, page.text
+    hal = page.json()["data"]
+    assert [e["assistant_response"] for e in hal] == ["Under the blue flowerpot.", "On Tuesday mornings."]
+    assert all(e["object"] == "memory.exchange" and e["user_id"] == "hal" and e["id"].startswith("exch_")
+               for e in hal)
+    assert hal[0]["response_id"] == answers[0].id
+    one = http.get(f"/memories/exchanges/{hal[0]['id']}").json()
+    assert one == hal[0]
+    assert other.get(f"/memories/exchanges/{hal[0]['id']}").status_code == 404  # another tenant's
+    assert other.get("/memories/exchanges", params={"user_id": "hal"}).json()["data"] == []
+    assert http.get("/memories/exchanges").status_code == 400  # a scope is required
+    stats = http.get("/memories/stats", params={"user_id": "hal"}).json()
+    assert stats["exchanges"] == 2 and stats["user_id"] == "hal"
+    assert http.get("/memories/stats").json()["exchanges"] == 3
+
+    fake.push(text("ok"))
+    before = client.responses.create(model="fake-model", input="Where is the spare key?",
+                                     extra_body={"memory": {"user_id": "hal", "remember": False}})
+    assert hal[0]["id"] in _usage(before)["ids"]
+    deleted = http.delete(f"/memories/exchanges/{hal[0]['id']}")
+    assert deleted.json() == {"id": hal[0]["id"], "object": "memory.exchange.deleted", "deleted": True}
+    assert http.delete(f"/memories/exchanges/{hal[0]['id']}").status_code == 404
+    fake.push(text("ok"))
+    after = client.responses.create(model="fake-model", input="Where is the spare key?",
+                                    extra_body={"memory": {"user_id": "hal", "remember": False}})
+    assert hal[0]["id"] not in _usage(after)["ids"]
+    assert [e["id"] for e in http.get("/memories/exchanges", params={"user_id": "hal"}).json()["data"]] == \
+        [hal[1]["id"]]
+    assert http.get("/memories/stats", params={"user_id": "ivy"}).json()["exchanges"] == 1  # ivy's untouched
+
+
+# A LoCoMo-shaped conversation: two named speakers, sessions on different days, turns that name each other.
+_SESSIONS = [
+    (1683554160, [("Caroline", "Hey Mel! I went to an LGBTQ support group yesterday and it was powerful."),
+                              ("Melanie", "That's great, Caroline! I've been painting a lot lately, mostly sunsets."),
+                              ("Caroline", "I'm thinking about a career in counseling after that group."),
+                              ("Melanie", "You'd be good at it. My kids and I went camping at the lake last week.")]),
+    (1686561000, [("Melanie", "Caroline, I signed up for a pottery class on Saturdays!"),
+                              ("Caroline", "Pottery sounds fun, Mel. I've been reading Charlotte's Web again."),
+                              ("Melanie", "We took the kids to the beach and built a huge sandcastle."),
+                              ("Caroline", "I applied to a counseling master's program last month.")]),
+    (1688409000, [("Caroline", "Mel, my adoption agency interview went well today."),
+                              ("Melanie", "I'm so happy for you, Caroline! What did they ask?"),
+                              ("Caroline", "They asked why I want to adopt, and about my support group."),
+                              ("Melanie", "I finished a painting of the lake where we went camping.")])]
+_QUESTIONS = ["What did Caroline research?", "When did Melanie go camping?",
+              "What is Caroline's career plan?", "What does Melanie paint?",
+              "What did Caroline say about the adoption agency?", "Which class did Melanie sign up for?"]
+
+
+def test_recall_in_a_response_ranks_as_memory_search_does(lenient, fake):
+    """Issue 30 §2: a question naming a speaker is asked the same way by recall inside a response and by
+    ``POST /v1/memories/search`` (the names leave the text before it is embedded, on both paths), so both return
+    the same memories in the same order with the same scores."""
+    client, http = lenient("recall-same-path")
+    for when, turns in _SESSIONS:
+        response = http.post("/memories", json={
+            "messages": [{"role": "user" if speaker == "Caroline" else "assistant", "content": said, "name": speaker}
+                         for speaker, said in turns],
+            "user_id": "conv-26", "infer": False, "timestamp": when})
+        assert response.status_code == 200, response.text
+    for question in _QUESTIONS:
+        fake.push(text("Noted."))
+        r = client.responses.create(model="fake-model", input=question, include=["memory_search_call.results"],
+                                    extra_body={"memory": {"user_id": "conv-26", "remember": False, "top_k": 10,
+                                                           "score_threshold": 0.0, "exchanges": False}})
+        recalled = [(x["id"], x["score"]) for x in r.output[0].model_dump()["results"]]
+        found = http.post("/memories/search", json={"query": question, "user_id": "conv-26", "top_k": 10})
+        assert found.status_code == 200, found.text
+        searched = [(x["id"], x["score"]) for x in found.json()["data"]]
+        assert len(recalled) == 10, question
+        assert [i for i, _ in recalled] == [i for i, _ in searched], question
+        assert [s for _, s in recalled] == pytest.approx([s for _, s in searched], abs=1e-4), question

@@ -62,10 +62,8 @@ def settled_store(conn: psycopg.Connection, tenant_id: str, vs_id: str, *, share
 
 def sync_vector_index(conn: psycopg.Connection, *, tenant_id: str | None = None, store_id: str | None = None,
                       file_id: str | None = None) -> None:
-    """After a write that changed chunks (attributes, a detach, a deleted file or store): bring the Qdrant
-    points the write queued up to date now, so searches see the change at once (a failure is left queued for
-    the ``sync_vector_index`` job; a pgvector store has nothing queued: one indexed lookup)."""
-    from chalicelib.search.backends import qdrant_sync
+    """After a write that changed chunks (attributes, a detach, a deleted file or store): the vector backends'
+    after-write hook (:func:`chalicelib.search.backends.sync.after_write`), so searches see the change at once."""
+    from chalicelib.search.backends import sync
 
-    qdrant_sync.sync_pending(conn, deps.current_settings(), tenant_id=tenant_id, store_id=store_id, file_id=file_id,
-                             wait=True)
+    sync.after_write(conn, deps.current_settings(), tenant_id=tenant_id, store_id=store_id, file_id=file_id)

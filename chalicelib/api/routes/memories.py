@@ -192,6 +192,52 @@ def memory_audit() -> dict:
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
 
+@bp.route("/memories/stats", methods=["GET"])
+@accepts(*SCOPE)
+def memory_stats() -> dict:
+    """Counts of the tenant's memories (or one scope's: ``user_id`` / ``agent_id`` / ``run_id``) by status and, for
+    active ones, by type, and of its stored exchanges (seed 004's ``/vstats``)."""
+    params = request.query(bp.current_request)
+    named = {name: params[name] for name in SCOPE if name in params}
+    scope = scope_of(request.validate(ListParams, named)) if named else None
+    with session() as (conn, ctx):
+        counts = memory.stats(conn, ctx, scope)
+    ids_ = scope.as_dict() if scope is not None else {"user_id": None, "agent_id": None, "run_id": None}
+    return {"object": "memory.stats", **ids_, **counts}
+
+
+@bp.route("/memories/exchanges", methods=["GET"])
+@accepts(*SCOPE, "thread_id", "session_id", **PAGE)
+def list_exchanges() -> dict:
+    """A cursor page of the scope's stored exchanges (``user_id`` / ``agent_id`` / ``run_id`` required, as for
+    memories; ``thread_id`` or ``session_id`` narrow it), newest first by default."""
+    params = request.query(bp.current_request)
+    page = request.page(params, prefix=ids.EXCHANGE, default_limit=20, max_limit=100)
+    scope = scope_of(request.validate(ListParams, {name: params[name] for name in SCOPE if name in params}))
+    with session() as (conn, ctx):
+        rows, has_more = memory.exchanges_page(conn, ctx, scope, page, thread_id=params.get("thread_id"),
+                                               session_id=params.get("session_id"))
+    return objects.cursor_page([objects.exchange_object(e) for e in rows], has_more)
+
+
+@bp.route("/memories/exchanges/{exchange_id}", methods=["GET"])
+def retrieve_exchange(exchange_id: str) -> dict:
+    """One stored exchange."""
+    target = ids.validate_id(exchange_id, ids.EXCHANGE, param="exchange_id")
+    with session() as (conn, ctx):
+        return objects.exchange_object(memory.exchange(conn, ctx, target))
+
+
+@bp.route("/memories/exchanges/{exchange_id}", methods=["DELETE"])
+def delete_exchange(exchange_id: str) -> dict:
+    """Delete one stored exchange: recall no longer finds it (the conversation or response it came from stays)."""
+    target = ids.validate_id(exchange_id, ids.EXCHANGE, param="exchange_id")
+    with session() as (conn, ctx):
+        if not memory.delete_exchange(conn, ctx, target):
+            raise NotFoundError(f"No exchange found with id '{target}'.", param="exchange_id")
+    return objects.deleted(target, "memory.exchange.deleted")
+
+
 @bp.route("/memories/{memory_id}/restore", methods=["POST"])
 def restore_memory(memory_id: str) -> dict:
     """Bring an archived or merged memory back into recall."""

@@ -1,19 +1,36 @@
-"""Vector backends: where a vector store's candidates come from. The port (:class:`VectorBackend`) and
-:func:`for_store`; the adapters are :mod:`pgvector` (the default: HNSW and BM25 postings in Postgres) and
-:mod:`qdrant` (a Qdrant server or cluster, or the embedded engine), whose write half is :mod:`qdrant_sync`.
+"""Vector backends: where a vector store's candidates come from, and how they are kept equal to Postgres.
 
-A backend only *proposes* candidates; ranking stays one implementation (:func:`chalicelib.search.ranking.rank`):
-the evidence behind every result — its cosine similarity and its exact BM25 over the store's statistics, which
-Postgres keeps for every store — and the relevance made from it are computed the same way on both backends, so
-``score_threshold``, ranking options and citations mean the same thing. Postgres stays the system of record: a
-candidate resolves to a chunk only through Postgres (the fetch and the exact BM25 read its row), so a point Qdrant
-still holds for a chunk that is gone (a superseded version, a deleted file or store) is never returned.
+**The port** (:class:`VectorBackend`) has two halves:
+
+- the *candidate legs* — ``vector_leg``, ``distances``, ``keyword_leg`` — which only *propose* rows;
+- the *writer* — ``write_file`` (upsert a file's points, delete its stale ones), ``delete_store`` and
+  ``keep_files`` (delete by scope), ``settle`` (build what was written) — which makes the backend's copy of a
+  store equal to Postgres. A backend whose candidates *are* Postgres' own indexes (``in_postgres``: the default,
+  pgvector) has nothing to write: the triggers keep its HNSW and BM25 postings in the same transaction.
+
+**Backends are chosen by name** from one table (:data:`chalicelib.config.VECTOR_BACKEND_ADAPTERS`: name →
+``module:function`` of the adapter's factory), :func:`for_backend`. Nothing else names a backend: the triggers
+queue every change of a store whose backend is not ``in_postgres`` (migration 0026), the generic sync
+(:mod:`sync`) drains that outbox through the writer of the backend each entry names, and the call sites see one
+after-write hook (:func:`sync.after_write`) and, inside an ingest's swap, :func:`sync.lock_ahead` /
+:func:`sync.write_ahead`. ``tests/test_vector_backend_names.py`` fails if a backend's name is tested anywhere
+outside its adapter; ``tests/test_vector_backend_conformance.py`` runs on every registered adapter.
+
+Ranking stays one implementation (:func:`chalicelib.search.ranking.rank`): the evidence behind every result — its
+cosine similarity and its exact BM25 over the store's statistics, which Postgres keeps for every store — and the
+relevance made from it are computed the same way on every backend, so ``score_threshold``, ranking options and
+citations mean the same thing. Postgres stays the system of record: a candidate resolves to a chunk only through
+Postgres (the fetch and the exact BM25 read its row), so a point a backend still holds for a chunk that is gone (a
+superseded version, a deleted file or store) is never returned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
+
+from chalicelib.config import DEFAULT_VECTOR_BACKEND, VECTOR_BACKEND_ADAPTERS
+from chalicelib.entrypoints import resolve
 
 if TYPE_CHECKING:
     import psycopg
@@ -23,20 +40,28 @@ if TYPE_CHECKING:
     from chalicelib.search.filters import CompiledFilter
     from chalicelib.search.keyword import KeywordLeg
     from chalicelib.search.vector import VectorScope
+    from chalicelib.store.vector_index_outbox import StoreRow
     from chalicelib.store.vector_stores import HnswIndex
 
-__all__ = ["VectorBackend", "for_backend"]
+__all__ = ["DEFAULT_VECTOR_BACKEND", "VectorBackend", "for_backend", "names"]
 
 
 class VectorBackend(Protocol):
-    """The candidate legs of one backend. Row ids are ``chunks.id``; distances are cosine distances in [0, 2]."""
+    """One backend: its candidate legs and its writer. Row ids are ``chunks.id``; distances are cosine distances in
+    [0, 2]. Every method may raise the backend's :class:`~chalicelib.errors.UpstreamError` (HTTP 502 to clients;
+    the outbox keeps a failed write queued)."""
 
     name: str
+    in_postgres: bool
+    """True when the candidates are Postgres' own indexes (nothing to write: the writer's methods do nothing)."""
+
+    # ---- candidate legs
 
     def vector_leg(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float], limit: int, *,
                    where: CompiledFilter | None, settings: Settings, index: HnswIndex) -> list[tuple[int, float]]:
         """Up to ``limit`` ``(row id, cosine distance)`` of ``scope`` nearest ``vector``, nearest first —
-        ``min(limit, matching rows)`` of them. ``index``: pgvector's HNSW index for the dimension."""
+        ``min(limit, matching rows)`` of them. ``index``: pgvector's HNSW index for the dimension (others ignore
+        it)."""
         ...
 
     def distances(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float],
@@ -52,20 +77,48 @@ class VectorBackend(Protocol):
         a backend whose rows are not exact anyway may ignore it."""
         ...
 
+    # ---- writer
+
+    def write_file(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow, file_id: str, *,
+                   points: bool = True, upsert: bool = True, delete_stale: bool = True) -> int:
+        """Make the backend's points of one file equal to its chunks in Postgres: upsert them (unless ``upsert`` is
+        False: they are already; none at all when ``points`` is False: the store moved away), then delete the
+        file's other points (unless ``delete_stale`` is False). Idempotent. Returns the points upserted."""
+        ...
+
+    def delete_store(self, tenant_id: str, store_id: str, dimension: int) -> None:
+        """Delete every point of the store (of ``dimension``-float embeddings). Idempotent."""
+        ...
+
+    def keep_files(self, tenant_id: str, store_id: str, dimension: int, file_ids: Sequence[str]) -> None:
+        """Delete the store's points of every file not in ``file_ids``. Idempotent."""
+        ...
+
+    def settle(self, dimensions: Sequence[int]) -> None:
+        """Build the indexes of what was written since the last call, for these embedding dimensions (an engine
+        without a background optimizer; a no-op elsewhere)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the candidates live, for people (``Postgres``, a URL, ``embedded``)."""
+        ...
+
+
+def names() -> tuple[str, ...]:
+    """Every registered backend's name, the default first."""
+    return tuple(VECTOR_BACKEND_ADAPTERS)
+
 
 def for_backend(name: str, settings: Settings, dimension: int) -> VectorBackend:
-    """The adapter for backend ``name`` (``pgvector`` or ``qdrant``; a store's ``backend`` column) searching
-    ``dimension``-float embeddings.
+    """The adapter registered as ``name`` (a store's ``backend`` column, a setting) searching and writing
+    ``dimension``-float embeddings. Building one is cheap: a backend opens its connections on first use.
 
     Raises:
-        ValueError: an unknown name (the column's check constraint allows no other).
+        ValueError: an unknown name (settings refuse such names when they are read).
     """
-    if name == "pgvector":
-        from chalicelib.search.backends.pgvector import PGVECTOR
+    path = VECTOR_BACKEND_ADAPTERS.get(name)
+    if path is None:
+        raise ValueError(f"unknown vector backend {name!r}: choose one of {', '.join(names())}")
+    adapter: VectorBackend = resolve(path)(settings, dimension)
+    return adapter
 
-        return PGVECTOR
-    if name == "qdrant":
-        from chalicelib.search.backends.qdrant import QdrantBackend
-
-        return QdrantBackend(settings, dimension)
-    raise ValueError(f"unknown vector backend {name!r}")

@@ -1,6 +1,7 @@
 """The pgvector backend: the vector leg over pgvector (HNSW or exact, :mod:`chalicelib.search.vector`) and the
-keyword leg over the BM25 postings (:mod:`chalicelib.search.keyword`), both in Postgres — the default, and the
-only backend for memories and exchanges."""
+keyword leg over the BM25 postings (:mod:`chalicelib.search.keyword`), both in Postgres — the default. Its writer
+has nothing to do: the chunks' triggers maintain the HNSW index and the postings in the writing transaction
+(migrations 0009, 0012, 0026), so it is ``in_postgres``."""
 
 from __future__ import annotations
 
@@ -13,22 +14,24 @@ from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.keyword import KeywordLeg, keyword_leg
 from chalicelib.search.vector import VectorScope, distances, vector_search
+from chalicelib.store.vector_index_outbox import StoreRow
 from chalicelib.store.vector_stores import HnswIndex
 
-__all__ = ["PGVECTOR", "PgvectorBackend"]
+__all__ = ["PGVECTOR", "PgvectorBackend", "adapter"]
 
 
 class PgvectorBackend:
     """:class:`~chalicelib.search.backends.VectorBackend` over Postgres (stateless: one instance serves all)."""
 
     name = "pgvector"
+    in_postgres = True
 
     def vector_leg(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float], limit: int, *,
                    where: CompiledFilter | None, settings: Settings, index: HnswIndex) -> list[tuple[int, float]]:
         """:func:`~chalicelib.search.vector.vector_search` with the settings' ``ef_search`` and exact-scan bound."""
         return vector_search(conn, scope, vector, limit, where=where, ef_search=settings.hnsw_ef_search,
                              exact_scan_max_rows=settings.exact_scan_max_rows, iterative_scan=index.iterative_scan,
-                             halfvec=index.halfvec)
+                             halfvec=index.halfvec, indexed=index.kind is not None)
 
     def distances(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float],
                   ids: Sequence[int]) -> dict[int, float]:
@@ -41,5 +44,30 @@ class PgvectorBackend:
         all, the exhaustive ranking)."""
         return keyword_leg(conn, corpus, scope, query, limit, where=where, exact=exact_head)
 
+    # ---- writer: nothing to write (the triggers keep the index in the writing transaction)
+
+    def write_file(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow, file_id: str, *,
+                   points: bool = True, upsert: bool = True, delete_stale: bool = True) -> int:
+        """Nothing: the file's rows are its index. Returns 0."""
+        return 0
+
+    def delete_store(self, tenant_id: str, store_id: str, dimension: int) -> None:
+        """Nothing: a deleted store's rows and postings go with it."""
+
+    def keep_files(self, tenant_id: str, store_id: str, dimension: int, file_ids: Sequence[str]) -> None:
+        """Nothing: a detached file's rows go with it."""
+
+    def settle(self, dimensions: Sequence[int]) -> None:
+        """Nothing: Postgres maintains its indexes as it writes."""
+
+    def describe(self) -> str:
+        """``Postgres``."""
+        return "Postgres"
+
 
 PGVECTOR = PgvectorBackend()
+
+
+def adapter(settings: Settings, dimension: int) -> PgvectorBackend:
+    """The adapter (stateless: one instance serves every dimension)."""
+    return PGVECTOR

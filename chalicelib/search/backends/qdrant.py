@@ -1,4 +1,5 @@
-"""The Qdrant backend's search half: candidates from Qdrant's dense and sparse indexes, evidence from Postgres.
+"""The Qdrant backend: candidates from Qdrant's dense and sparse indexes, evidence from Postgres; its writer
+(:mod:`qdrant_write`) keeps the points equal to Postgres through the generic sync.
 
 - **Vector leg**: a dense query of the store's collection filtered to the scope (the tenants, the stores, the
   files a filter narrowed it to, the attribute filter). Qdrant's cosine score is the similarity: distance = 1 −
@@ -24,16 +25,18 @@ from psycopg import sql
 
 from chalicelib import deps
 from chalicelib.config import Settings
-from chalicelib.qdrant import DENSE, SPARSE, TENANT_FIELD, collection_name
+from chalicelib.qdrant import DENSE, SPARSE, TENANT_FIELD, QdrantTransport, collection_name
+from chalicelib.search.backends import qdrant_write
 from chalicelib.search.backends.qdrant_filters import compile_qdrant
 from chalicelib.search.backends.qdrant_points import query_vector
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.keyword import KeywordLeg, query_terms
 from chalicelib.search.vector import VectorScope
+from chalicelib.store.vector_index_outbox import StoreRow
 from chalicelib.store.vector_stores import HnswIndex
 
-__all__ = ["QdrantBackend", "scope_filter"]
+__all__ = ["QdrantBackend", "adapter", "scope_filter"]
 
 # Candidates of a leg whose filter Qdrant could only widen (string ranges) are checked in Postgres: ask for this
 # many times as many.
@@ -63,11 +66,16 @@ class QdrantBackend:
     (:func:`chalicelib.deps.qdrant`), searching the collection of ``dimension``-float embeddings."""
 
     name = "qdrant"
+    in_postgres = False
 
     def __init__(self, settings: Settings, dimension: int) -> None:
         self._settings = settings
-        self._transport = deps.qdrant(settings)
         self._collection = collection_name(settings, dimension)
+
+    @property
+    def _transport(self) -> QdrantTransport:
+        """The settings' transport (:func:`chalicelib.deps.qdrant`: built once per process, on first use)."""
+        return deps.qdrant(self._settings)
 
     def vector_leg(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float], limit: int, *,
                    where: CompiledFilter | None, settings: Settings, index: HnswIndex) -> list[tuple[int, float]]:
@@ -122,3 +130,56 @@ class QdrantBackend:
                                                             "ids": [i for i, _ in rows]}).fetchall()}
         return [row for row in rows if row[0] in kept]
 
+    # ---- writer
+
+    def write_file(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow, file_id: str, *,
+                   points: bool = True, upsert: bool = True, delete_stale: bool = True) -> int:
+        """:func:`qdrant_write.write_file` on the settings' transport.
+
+        Raises:
+            QdrantError: Qdrant failed (nothing in Postgres changed; running it again finishes the job).
+            ConfigurationError / UpstreamError: vectors missing from the cache could not be embedded again.
+        """
+        return qdrant_write.write_file(conn, self._settings, self._transport, tenant_id, store_id, store, file_id,
+                                       points=points, upsert=upsert, delete_stale=delete_stale)
+
+    def delete_store(self, tenant_id: str, store_id: str, dimension: int) -> None:
+        """Delete the store's points from the collection of ``dimension``-float embeddings.
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        self._transport.delete(collection_name(self._settings, dimension),
+                               {"must": qdrant_write.store_scope(tenant_id, store_id)})
+
+    def keep_files(self, tenant_id: str, store_id: str, dimension: int, file_ids: Sequence[str]) -> None:
+        """Delete the store's points of files not in ``file_ids``.
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        self._transport.delete(collection_name(self._settings, dimension),
+                               {"must": qdrant_write.store_scope(tenant_id, store_id),
+                                "must_not": [{"key": "file_id", "match": {"any": list(file_ids)}}]})
+
+    def settle(self, dimensions: Sequence[int]) -> None:
+        """Build the indexes of what was written into each dimension's collection (the embedded engine runs no
+        background optimizer; a server does it itself, so nothing is sent there).
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        if self._settings.qdrant_url:
+            return
+        for dimension in dimensions:
+            self._transport.optimize(collection_name(self._settings, dimension))
+
+    def describe(self) -> str:
+        """The server's URL, or ``embedded``."""
+        return self._settings.qdrant_url or "embedded"
+
+
+def adapter(settings: Settings, dimension: int) -> QdrantBackend:
+    """The adapter for ``dimension``-float embeddings on the settings' Qdrant (its transport opened on first
+    use)."""
+    return QdrantBackend(settings, dimension)

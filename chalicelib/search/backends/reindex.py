@@ -1,12 +1,13 @@
 """Moving a vector store between backends without re-embedding (``engram stores reindex``): the vectors come from
-the store's rows (pgvector) or the tenant's embedding cache (Qdrant stores keep none in their rows; a vector the
-cache lost is embedded again with the store's model), the keyword index from the rows' tsvectors.
+the store's rows (a backend in Postgres) or the tenant's embedding cache (a store on a backend that keeps its own
+copy keeps no vector in its rows; a vector the cache lost is embedded again with the store's model), the keyword
+index from the rows' tsvectors. Any registered backend to any other, through the port alone.
 
 The store keeps answering searches from its current backend while its files are copied to the new one, file by
 file, each recorded as done, so an interrupted move resumes where it stopped (running the command again). The
 switch is one transaction holding the store's lock (ingestion into the store waits for it): the files whose
 chunks changed after the move began are copied again, what the old backend needed is dropped (vectors and
-postings in Postgres; the store's Qdrant points, queued for removal), and the store's ``backend`` flips.
+postings in Postgres; the old backend's points, queued for removal), and the store's ``backend`` flips.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import psycopg
 from chalicelib import deps
 from chalicelib.config import VECTOR_BACKENDS, Settings
 from chalicelib.errors import ConfigurationError, InvalidRequestError
-from chalicelib.qdrant import TENANT_FIELD, collection_name
-from chalicelib.search.backends import qdrant_sync
+from chalicelib.search.backends import VectorBackend, for_backend, sync
 from chalicelib.store import chunks, reindex, vector_stores
 from chalicelib.store import vector_index_outbox as outbox
 from chalicelib.store.vector_stores import VectorStore
@@ -51,13 +51,15 @@ def move(conn: psycopg.Connection, settings: Settings, store: VectorStore, targe
     Raises:
         InvalidRequestError: ``target`` is not a backend.
         ConfigurationError: vectors are missing from the cache and the configured embedder is not the store's.
-        QdrantError: Qdrant failed (run it again to resume).
+        UpstreamError: a backend failed (run it again to resume).
     """
     if target not in VECTOR_BACKENDS:
         raise InvalidRequestError(f"Unknown vector backend {target!r}: choose {' or '.join(VECTOR_BACKENDS)}.",
                                   param="backend", code="invalid_value")
     if store.backend == target:
         return Moved(target, 0, 0, 0, False)
+    source = for_backend(store.backend, settings, store.embedding_dim)
+    destination = for_backend(target, settings, store.embedding_dim)
     state = reindex.start(conn, store.tenant_id, store.id, target)
     resumed = state.cursor_file_id is not None
     pending = reindex.files_after(conn, store.tenant_id, store.id, state.cursor_file_id)
@@ -65,7 +67,7 @@ def move(conn: psycopg.Connection, settings: Settings, store: VectorStore, targe
     embedded = 0
     for done, file_id in enumerate(pending, start=state.files_done + 1):
         with conn.transaction():
-            embedded += _copy(conn, settings, store, target, file_id)
+            embedded += _copy(conn, settings, store, destination, file_id)
             reindex.advance(conn, store.id, file_id)
         if progress is not None:
             progress(done, total)
@@ -73,39 +75,36 @@ def move(conn: psycopg.Connection, settings: Settings, store: VectorStore, targe
         chunks.lock_store(conn, store.tenant_id, store.id)
         changed = reindex.changed_files(conn, store.tenant_id, store.id, state.started_max_chunk_id)
         for file_id in changed:
-            embedded += _copy(conn, settings, store, target, file_id)
-        if target == "qdrant":
-            _drop_detached(settings, store, reindex.files_after(conn, store.tenant_id, store.id, None))
-            reindex.drop_pgvector_index(conn, store.tenant_id, store.id)
-            reindex.set_backend(conn, store.tenant_id, store.id, "qdrant")
+            embedded += _copy(conn, settings, store, destination, file_id)
+        if not destination.in_postgres:
+            destination.keep_files(store.tenant_id, store.id, store.embedding_dim,
+                                   reindex.files_after(conn, store.tenant_id, store.id, None))  # detached meanwhile
+            if source.in_postgres:
+                reindex.drop_postgres_index(conn, store.tenant_id, store.id)
+            else:
+                reindex.queue_store_removal(conn, store.tenant_id, store.id, store.backend)
+            reindex.set_backend(conn, store.tenant_id, store.id, target)
         else:
             embedded += _fill(conn, settings, store, None)  # rows written meanwhile without a vector
             vector_stores.ensure_hnsw_index(conn, store.embedding_dim)
-            reindex.set_backend(conn, store.tenant_id, store.id, "pgvector")
+            reindex.set_backend(conn, store.tenant_id, store.id, target)
             reindex.rebuild_postings(conn, store.id)
-            reindex.queue_store_removal(conn, store.tenant_id, store.id)
+            reindex.queue_store_removal(conn, store.tenant_id, store.id, store.backend)
         reindex.finish(conn, store.id)
-    if target == "pgvector":
-        qdrant_sync.sync_pending(conn, settings, store_id=store.id, wait=True)
+    if not source.in_postgres:
+        sync.sync_pending(conn, settings, store_id=store.id, wait=True)
     return Moved(target, len(pending), len(changed), embedded, resumed)
 
 
-def _copy(conn: psycopg.Connection, settings: Settings, store: VectorStore, target: str, file_id: str) -> int:
-    """Copy one file to ``target``; returns how many vectors had to be embedded."""
-    if target == "pgvector":
+def _copy(conn: psycopg.Connection, settings: Settings, store: VectorStore, destination: VectorBackend,
+          file_id: str) -> int:
+    """Copy one file to ``destination``; returns how many vectors had to be embedded."""
+    if destination.in_postgres:
         return _fill(conn, settings, store, file_id)
     row = outbox.StoreRow(store.backend, store.embedding_model, store.embedding_dim, store.chunk_count,
                           store.keyword_length)
-    qdrant_sync.write_file(conn, settings, deps.qdrant(settings), store.tenant_id, store.id, row, file_id)
+    destination.write_file(conn, store.tenant_id, store.id, row, file_id)
     return 0
-
-
-def _drop_detached(settings: Settings, store: VectorStore, attached: list[str]) -> None:
-    """Remove the points of files copied earlier in the move and detached since."""
-    name = collection_name(settings, store.embedding_dim)
-    deps.qdrant(settings).delete(name, {"must": [{"key": TENANT_FIELD, "match": {"value": store.tenant_id}},
-                                                 {"key": "vector_store_id", "match": {"value": store.id}}],
-                                        "must_not": [{"key": "file_id", "match": {"any": attached}}]})
 
 
 def _fill(conn: psycopg.Connection, settings: Settings, store: VectorStore, file_id: str | None) -> int:
