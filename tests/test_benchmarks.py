@@ -23,7 +23,7 @@ What a smallest mode leaves out, and why:
   without chromadb there it checks the script builds Engram's side and then says it skipped, exit 0, and the test
   is skipped.
 * ``pipeline.py`` runs its ``fake`` embedder mode only (``local`` is the real model's speed); ``memory.py`` its
-  three parts with the hashing embedder (``recall`` on the tiny LoCoMo file).
+  four parts with the hashing embedder (``recall`` on the tiny LoCoMo file, the per-user curve at 20 and 60).
 """
 
 from __future__ import annotations
@@ -262,6 +262,8 @@ def check_memory(r: dict[str, Any]) -> None:
     assert scale["memories"] == 100 and number(scale["add_memories_per_s"]) and number(scale["search_ms_p50"])
     overhead = r["overhead"]
     assert overhead["adds"] == 5 and overhead["model_calls_mean"] >= 1 and number(overhead["own_ms_p50"])
+    curve = r["per_user"]["pgvector"]
+    assert list(curve) == ["20", "60"] and all(number(row["p50_ms"]) for row in curve.values())
 
 
 def check_outage(r: list[dict[str, Any]]) -> None:
@@ -320,7 +322,7 @@ SMALLEST: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "lifecycle.py": (["--memories", "60", "--users", "3", "--fake-model", "--locomo", "{locomo}",
                       "--locomo-embedder", "hashing"], check_lifecycle),
     "memory.py": (["--locomo", "{locomo}", "--embedding-provider", "hashing", "--memories", "100", "--users", "4",
-                   "--queries", "5", "--adds", "5"], check_memory),
+                   "--queries", "5", "--adds", "5", "--per-user", "--sizes", "20,60"], check_memory),
     "outage.py": (["--records", "1", "--hung-cap", "1", "--json"], check_outage),
     "pipeline.py": (["--corpus", "{beir}", "--modes", "fake", "--workers", "1", "--files", "3", "--docs-per-file",
                      "2", "--json"], check_pipeline),
