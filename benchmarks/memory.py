@@ -383,7 +383,7 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
 
     query = recall.Query(query=text, scope=MemoryScope(user_id=user_id))
 
-    scope = recall._scope(SCALE_TENANT, query, memory_store.scope_rows(conn, SCALE_TENANT, query.scope))
+    scope = recall._scope(SCALE_TENANT, query)
     q = embedder.embed([text])[0]
     vector_scope = vector.VectorScope(recall.MEMORIES, scope, embedder.dimension, 0)
     clause, params = vector._scope_sql(vector_scope, None)
@@ -399,7 +399,8 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
                       "limit": 100, "k1": keyword.BM25_K1, "b": keyword.BM25_B}
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
-    candidates_sql = memory_store.candidates_statement(scope.predicate)
+    candidates_sql = sql.SQL(memory_store._CANDIDATES).format(
+        rows=sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate))
     candidates_params = {**scope.params, "tenant": SCALE_TENANT, "seqs": seqs, "q": params["q"],
                          "dim": embedder.dimension}
     return {"vector leg": explain(conn, vector_sql, params),
