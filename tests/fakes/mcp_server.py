@@ -95,7 +95,7 @@ class ToolServer:
             await app(scope, replay, send)
 
         self._server = uvicorn.Server(uvicorn.Config(counting, host="127.0.0.1", port=0, log_level="warning",
-                                                     lifespan="on"))
+                                                     lifespan="on", timeout_graceful_shutdown=1))
         self._app = app
         self._thread = threading.Thread(target=self._server.run, name="mcp-tools", daemon=True)
 

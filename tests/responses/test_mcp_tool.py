@@ -169,13 +169,14 @@ def test_secrets_reach_the_server_only(client, fake, tools_server, api_settings)
 
 
 def test_failing_tools_are_item_errors_the_model_sees(client, fake, tools_server, configure):
-    configure(mcp_allowed_hosts="127.0.0.1", mcp_timeout_s=1.5, mcp_max_response_bytes=20_000)
-    fake.push(tool_calls(call("explode", {}), call("slow", {"seconds": 5}), call("big", {"size": 50_000}),
+    # A timeout that a loaded machine's calls stay well within (each call is a fresh session), and a tool far past it.
+    configure(mcp_allowed_hosts="127.0.0.1", mcp_timeout_s=6.0, mcp_max_response_bytes=20_000)
+    fake.push(tool_calls(call("explode", {}), call("slow", {"seconds": 20}), call("big", {"size": 50_000}),
                          call("add", "not json")), text("Sorry."))
     started = time.monotonic()
     response = client.responses.create(model="fake-model", input="try everything", tools=[
         _tool(tools_server.url, require_approval="never")])
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 40
     assert response.status == "completed" and response.output_text == "Sorry."
     explode, slow, big, garbled = response.output[1:5]
     assert explode.error.type == "mcp_tool_execution_error" and "explode" in json.dumps(explode.error.content)
