@@ -413,6 +413,10 @@ def test_a_phone_width_labels_and_contrast(open_tab, stack, screenshots, width, 
         assert page.evaluate(_UNLABELLED) == [], hash_
         if hash_ == "#/memory/user/ada":
             shot(tab, screenshots, "phone-memory.png", full=False)
+    before = page.evaluate("location.hash")
+    page.get_by_role("link", name="Skip to content").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main" and page.evaluate("location.hash") == before
     nav = page.get_by_role("navigation", name="Sections")
     assert nav.bounding_box()["width"] <= width
     nav.get_by_role("link", name="Memory").focus()

@@ -992,6 +992,8 @@ async function route() {
 
 async function start() {
   document.getElementById("sign-out").addEventListener("click", () => signOut("Signed out: the key is forgotten."));
+  // The skip link moves the focus to the content without touching the hash (the pages' addresses live there).
+  document.querySelector(".skip").addEventListener("click", (event) => { event.preventDefault(); main().focus(); });
   window.addEventListener("hashchange", () => {
     if (Date.now() - noticeAt > 1000) clearNotice();
     route();
