@@ -194,8 +194,8 @@ def ingest_locomo(conn: psycopg.Connection, settings: Any, sessions: list[Sessio
         for dia_id, _, _, text in session.turns:
             turns.setdefault(text_hash(text), dia_id)
         expected[session.user_id] = len(turns)
-    stored = dict(conn.execute("SELECT user_id, count(*) FROM memories WHERE tenant_id = %s GROUP BY 1",
-                               (tenant,)).fetchall())
+    stored: dict[str, int] = dict(conn.execute("SELECT user_id, count(*) FROM memories WHERE tenant_id = %s "
+                                               "GROUP BY 1", (tenant,)).fetchall())
     timing = {"add_s": 0.0, "memories_added": 0}
     todo = {u for u, n in expected.items() if stored.get(u) != n}
     for user_id in todo:
@@ -389,7 +389,7 @@ def vocabulary(size: int, seed: int) -> list[str]:
     """``size`` distinct pseudo-words of 2-4 syllables (deterministic for ``seed``)."""
     import random
 
-    rng, words = random.Random(seed), set()
+    rng, words = random.Random(seed), set[str]()
     while len(words) < size:
         words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
     return sorted(words)
@@ -703,6 +703,7 @@ def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
     from tests.fakes.chat_server import FakeChatServer
 
     from chalicelib.chat import routing
+    from chalicelib.memory import llm
 
     rng = random.Random(args.seed)
     words = vocabulary(2000, args.seed + 1)
@@ -715,7 +716,7 @@ def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
         ensure_tenant(conn, OVERHEAD_TENANT)
         conn.execute("DELETE FROM memories WHERE tenant_id = %s", (OVERHEAD_TENANT,))
         embedder = build_embedder(settings)
-        model = write.model_for(settings)
+        model = llm.required_model(settings)
         backend = TimedBackend(routing.build_backend(settings, "openai"))
         totals, models, own, calls = [], [], [], []
         for i in range(args.adds + 10):

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from chalicelib import deps
+from chalicelib import access, deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
@@ -28,6 +28,7 @@ from engram_cli import (
     conversations_cli,
     demo_memory,
     jobs_cli,
+    keys_cli,
     memory_cli,
     service,
     stores_cli,
@@ -41,6 +42,11 @@ app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is
 
 
 HEADLESS_STORE = "default"
+# The console's path on a served API (chalicelib.api.routes.console).
+CONSOLE_PATH = "/console"
+# What the key `engram demo` serves with may do: everything in its tenant, operations included (the person running
+# the demo runs this Engram; the console's Operations page needs it).
+DEMO_GRANTS = access.Access({**access.FULL.permissions, "operations": "write"})
 
 
 @app.callback(invoke_without_command=True)
@@ -268,13 +274,16 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
             search(query, store=store, k=3, filter_json=None, mode="hybrid", threshold=0.0, as_json=False)
         shown = demo_memory.run(settings(), config.tenant, console)
         if serve_api:
-            with deps.connect() as conn:
-                _, secret = api_keys.create_key(conn, config.tenant, "demo")
+            with deps.connect() as conn:  # the demo's user runs this Engram: an operator key (docs/console.md)
+                _, secret = api_keys.create_key(conn, config.tenant, "demo", grants=DEMO_GRANTS)
             _serve_until_interrupted(services, host, port, api_key=secret, store=store, memory_model=shown["model"])
         else:
             console.print("Memory through the OpenAI SDK, against `engram serve` (or `./dev demo`):\n"
                           + demo_memory.snippet("http://127.0.0.1:8000/v1", "<an API key>", shown["model"]),
                           highlight=False, soft_wrap=True)
+            console.print(f"The console, once served (`./dev demo` or `engram serve`): {console_url(host, port)} — "
+                          "sign in with an API key (engram keys create --tenant NAME --operator)", highlight=False,
+                          soft_wrap=True)
     finally:
         services.stop()
 
@@ -319,6 +328,9 @@ def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: st
     running = services.serve_api(host, port)
     state = services.state
     key = api_key or "<a key from: engram keys create --tenant NAME | tail -1>"
+    console.print(f"[bold green]Engram console[/] on {console_url(running.host, running.port)} — sign in with "
+                  + ("the key below" if api_key else "an API key (engram keys create --tenant NAME --operator)"),
+                  highlight=False, soft_wrap=True)
     console.print(f"[bold green]Engram API[/] serving on {running.url} (health: http://{running.host}:{running.port}/health)\n"
                   f"Local AWS (moto) on {state.endpoint}: drop files with `engram drop PATH --store NAME` or any S3 "
                   f"client into s3://{state.bucket}/<tenant>/<store>/; event pump "
@@ -333,6 +345,11 @@ def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: st
         console.print("A response with memory on:\n" + demo_memory.snippet(running.url, key, memory_model),
                       highlight=False, soft_wrap=True)
     _block_until_signal()
+
+
+def console_url(host: str, port: int) -> str:
+    """Where the console of an API served on ``host:port`` is (``/console``)."""
+    return f"http://{host}:{port}{CONSOLE_PATH}"
 
 
 def _block_until_signal() -> None:
@@ -369,6 +386,26 @@ def pump(workers: int = typer.Option(1, "--workers", help="Pollers per queue (co
         _block_until_signal()
     finally:
         running.stop()
+
+
+@app.command("mcp")
+def mcp_stdio(api_key: str | None = typer.Option(None, "--api-key", envvar="ENGRAM_API_KEY",
+                                                help="Act as this API key (its tenant, permissions and memory "
+                                                     "scope); default: ENGRAM_TENANT with full access.")) -> None:
+    """Serve Engram's MCP tools (memory and knowledge) over stdin/stdout, for desktop clients on this machine
+    (Claude Desktop, Cursor, ...): the same tools as the API's /mcp, on this data folder's database."""
+    from chalicelib.access import FULL
+    from chalicelib.api import mcp_server
+    from chalicelib.api.context import acting_as, resolve_access
+
+    try:
+        tenant, grants = resolve_access(f"Bearer {api_key}") if api_key else (settings().tenant, FULL)
+    except EngramError as exc:
+        _fail(exc)
+    kind = "full access" if grants.full else "a restricted key"
+    err_console.print(f"engram mcp: serving tenant {tenant!r} over stdio ({kind})")
+    with acting_as(tenant, grants):
+        mcp_server.serve_stdio()
 
 
 @app.command()
@@ -441,68 +478,7 @@ app.add_typer(agents_cli.app, name="agents")
 app.add_typer(tenants_cli.app, name="tenants")
 app.add_typer(conversations_cli.app, name="conversations")
 
-keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
-                       no_args_is_help=True)
-app.add_typer(keys_app, name="keys")
-
-
-def _when(value: Any) -> str:
-    return value.astimezone().strftime("%Y-%m-%d %H:%M") if value is not None else ""
-
-
-def _key_dict(key: api_keys.ApiKey) -> dict[str, Any]:
-    """JSON shape of an API key (times in Unix seconds, null when unset); never the secret or its hash."""
-    def ts(value: Any) -> int | None:
-        return int(value.timestamp()) if value is not None else None
-
-    return {"id": key.id, "tenant_id": key.tenant_id, "name": key.name, "key_hint": key.key_hint,
-            "created_at": ts(key.created_at), "last_used_at": ts(key.last_used_at), "revoked_at": ts(key.revoked_at)}
-
-
-@keys_app.command("create")
-def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant the key acts as (created if new)."),
-                name: str | None = typer.Option(None, "--name", help="A label for the key.")) -> None:
-    """Create an API key; the secret is printed once, alone on the last line of stdout."""
-    try:
-        with deps.connect() as conn:
-            key, secret = api_keys.create_key(conn, tenant, name)
-    except EngramError as exc:
-        _fail(exc)
-    err_console.print(f"created API key {key.id} for tenant {key.tenant_id!r}"
-                      + (f" ({escape(key.name)})" if key.name else "") + " — store the key now, it is not shown again:")
-    print(secret)
-
-
-@keys_app.command("list")
-def keys_list(tenant: str | None = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys."),
-              as_json: bool = typer.Option(False, "--json", help="Print the keys as a JSON list.")) -> None:
-    """List API keys (all tenants unless --tenant), oldest first, revoked ones included."""
-    with deps.connect() as conn:
-        keys = api_keys.list_keys(conn, tenant)
-    if as_json:
-        print(json.dumps([_key_dict(k) for k in keys], indent=2))
-        return
-    table = Table(title="API keys" + (f" of tenant {tenant!r}" if tenant else ""))
-    for column in ("id", "tenant", "name", "hint", "created", "last used", "revoked"):
-        table.add_column(column, no_wrap=column in ("id", "hint"), overflow="fold")  # ids are copied from here whole
-    for k in keys:
-        table.add_row(k.id, k.tenant_id, escape(k.name or ""), k.key_hint, _when(k.created_at), _when(k.last_used_at),
-                      f"[red]{_when(k.revoked_at)}[/]" if k.revoked_at else "")
-    console.print(table)
-
-
-@keys_app.command("revoke")
-def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (key_...), as shown by `engram keys list`.")
-                ) -> None:
-    """Revoke an API key: requests using it are refused from now on. Exit 1 if unknown or already revoked."""
-    with deps.connect() as conn:
-        if api_keys.revoke_key(conn, key_id):
-            console.print(f"revoked API key {escape(key_id)}")
-            return
-        known = any(k.id == key_id for k in api_keys.list_keys(conn))
-    reason = "is already revoked" if known else "does not exist (see `engram keys list`)"
-    err_console.print(f"[bold red]error[/]: API key {escape(repr(key_id))} {reason}")
-    raise typer.Exit(code=1)
+app.add_typer(keys_cli.app, name="keys")
 
 
 def main() -> Any:

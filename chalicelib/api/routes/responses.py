@@ -10,9 +10,9 @@ from __future__ import annotations
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
-from chalicelib.api.context import current_tenant
+from chalicelib.api.context import current_access, current_tenant
 from chalicelib.api.query import ARRAY, BOOLEAN, PAGE, accepts
 from chalicelib.api.routes.common import respond
 
@@ -43,11 +43,23 @@ def create_response() -> Response:
     body = request.json_body(bp.current_request)
     settings, tenant = deps.current_settings(), current_tenant()
     if body.get("stream") is True:
-        events = _service().stream_events(settings, tenant, body)
+        events = _service().stream_events(settings, tenant, body, access=current_access())
         payload = b"".join(_sse_encode(event) for event in events)
         return Response(body=payload.decode("utf-8"), status_code=200,
                         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
-    return respond(_service().create_response(settings, tenant, body))
+    return respond(_service().create_response(settings, tenant, body, access=current_access()))
+
+
+@bp.route("/responses", methods=["GET"])
+@accepts("conversation", include=ARRAY, **PAGE)
+def list_responses() -> dict:
+    """Engram's: a cursor page of the tenant's stored responses (``limit``, ``order`` default ``desc``, ``after``,
+    ``before``; ``conversation=conv_...``: only the responses of that conversation; ``include`` as on retrieve)."""
+    params = request.query(bp.current_request)
+    page = request.page(params, prefix=ids.RESPONSE, default_limit=20, max_limit=100)
+    data, has_more = _service().list_responses(deps.current_settings(), current_tenant(), page,
+                                               conversation_id=params.get("conversation"), include=_include())
+    return objects.cursor_page(data, has_more)
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])

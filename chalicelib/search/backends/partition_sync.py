@@ -31,6 +31,7 @@ from psycopg import sql
 from chalicelib.config import Settings
 from chalicelib.search.backends import VectorBackend, for_backend
 from chalicelib.search.corpus import EXCHANGES, MEMORIES, Corpus, Partition
+from chalicelib.search.partitions import by_ids
 
 __all__ = ["CORPORA", "WRITE_BATCH", "IndexCounts", "after_add", "forget", "index_pending", "move_step",
            "moves_left", "partition_backend", "start_move", "write_tail"]
@@ -58,6 +59,9 @@ ON CONFLICT (tenant_id, corpus, user_id) DO NOTHING"""
 _LOCK = """SELECT partition_key, backend, indexed_through, body_rows, body_length, avgdl_ref, moving_to, moved_through,
     dimensions, speakers
 FROM memory_partitions WHERE tenant_id = %(tenant)s AND corpus = %(corpus)s AND user_id = %(user)s FOR UPDATE"""
+# The same, for the writer, whose transaction commits without waiting for the WAL flush (write_tail's docstring).
+_LOCK_WRITER = _LOCK.replace("SELECT partition_key,",
+                             "SELECT set_config('synchronous_commit', 'off', true), partition_key,")
 _BACKEND = """SELECT coalesce(p.backend, t.memory_backend, %(default)s) FROM tenants t
 LEFT JOIN memory_partitions p ON p.tenant_id = t.id AND p.corpus = %(corpus)s AND p.user_id = %(user)s
 WHERE t.id = %(tenant)s"""
@@ -70,12 +74,12 @@ SELECT (SELECT array_agg(seq ORDER BY seq) FROM (SELECT seq FROM memory_index_pe
             SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s
               AND ({user}, {id}) > (%(user)s, %(through)s)
             ORDER BY tenant_id, {user}, {id} LIMIT %(limit)s) AS t)"""
-_EXISTING = "SELECT {id} FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s AND {id} = ANY(%(seqs)s)"
+_EXISTING = "SELECT {id} FROM {rows} AS x WHERE tenant_id = %(tenant)s AND {user} = %(user)s"
 _COUNT = """SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tenant_id = %(tenant)s AND {user} = %(user)s
 LIMIT %(limit)s) AS bounded"""
 _ADD_STATS = """
-WITH r AS (SELECT keywords, keyword_length, embedding_dim, {speaker} AS speaker FROM {table}
-           WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)),
+WITH r AS (SELECT keywords, keyword_length, embedding_dim, {speaker} AS speaker FROM {rows} AS x
+           WHERE tenant_id = %(tenant)s),
      df AS (INSERT INTO memory_keyword_stats (partition_key, lexeme, df, tenant_id)
             SELECT %(part)s, t.lexeme, count(*), %(tenant)s FROM r, unnest(r.keywords) AS t GROUP BY t.lexeme
             ORDER BY t.lexeme
@@ -95,8 +99,6 @@ UPDATE memory_partitions SET indexed_through = %(through)s, body_rows = body_row
     body_length = body_length + %(length)s, avgdl_ref = %(ref)s, updated_at = now(),
     dimensions = ARRAY(SELECT DISTINCT d FROM unnest(dimensions || %(dims)s::integer[]) AS d ORDER BY d)
 WHERE partition_key = %(part)s"""
-# The writer's transaction commits without waiting for the WAL flush (write_tail's docstring).
-_ASYNCHRONOUS = "SELECT set_config('synchronous_commit', 'off', true)"
 _DISCOVER = """
 SELECT tenant_id, {user}, min({id}), max({id}) FROM {table}
 WHERE {id} > %(cursor)s AND {id} <= %(upto)s AND {user} IS NOT NULL
@@ -118,7 +120,7 @@ SELECT DISTINCT p.tenant_id, p.user_id FROM memory_partitions p
 WHERE p.corpus = %(corpus)s AND (%(tenant)s::text IS NULL OR p.tenant_id = %(tenant)s)
   AND (p.moving_to IS NOT NULL OR EXISTS (SELECT 1 FROM memory_index_pending x WHERE x.partition_key = p.partition_key))
 LIMIT %(limit)s"""
-_DIMENSIONS = """SELECT DISTINCT embedding_dim FROM {table} WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)"""
+_DIMENSIONS = """SELECT DISTINCT embedding_dim FROM {rows} AS x WHERE tenant_id = %(tenant)s"""
 # Every backend and dimension holding partitions of a corpus (what the job lets the backends build).
 _HELD = """SELECT DISTINCT backend, unnest(dimensions) FROM memory_partitions
 WHERE corpus = %(corpus)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)"""
@@ -186,12 +188,12 @@ def write_tail(conn: psycopg.Connection, settings: Settings, corpus: Corpus, ten
                               "default": settings.memory_backend}
     names = _names(corpus)
     with conn.transaction():
-        row = conn.execute(_LOCK, params).fetchone()
+        row = conn.execute(_LOCK_WRITER, params).fetchone()
         if row is None:
             conn.execute(_ENSURE, params)
-            row = conn.execute(_LOCK, params).fetchone()
+            row = conn.execute(_LOCK_WRITER, params).fetchone()
         assert row is not None
-        key, backend_name, through, body_rows, body_length, ref, moving_to, _, stored_dims, speakers = row
+        _, key, backend_name, through, body_rows, body_length, ref, moving_to, _, stored_dims, speakers = row
         if moving_to is not None:
             return 0
         backend = for_backend(backend_name, settings, 0)
@@ -209,7 +211,6 @@ def write_tail(conn: psycopg.Connection, settings: Settings, corpus: Corpus, ten
             held = conn.execute(sql.SQL(_COUNT).format(**names), {**params, "limit": least}).fetchone()
             if held is None or held[0] < least:
                 return 0
-        conn.execute(_ASYNCHRONOUS)
         todo = sorted(present | set(new))
         gone = [s for s in pending if s not in present]
         rows = length = 0
@@ -417,5 +418,6 @@ def _cursor(conn: psycopg.Connection, corpus: Corpus) -> int:
 
 
 def _names(corpus: Corpus) -> dict[str, sql.Composable]:
-    return {"id": corpus.row_id(), "table": corpus.identifier(), "user": sql.Identifier(corpus.partitioned_by or "")}
+    return {"id": corpus.row_id(), "table": corpus.identifier(), "user": sql.Identifier(corpus.partitioned_by or ""),
+            "rows": by_ids(corpus)}
 

@@ -28,7 +28,7 @@ from psycopg import sql
 from chalicelib.config import Settings
 from chalicelib.search.corpus import Corpus, Partition
 from chalicelib.search.keyword import QueryTerms
-from chalicelib.search.partitions import BM25, TAG_DIMENSIONS, PartitionSearch, floats
+from chalicelib.search.partitions import BM25, TAG_DIMENSIONS, PartitionSearch, by_ids, floats
 from chalicelib.search.vector import with_hnsw_settings
 from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR_DIM
 
@@ -76,18 +76,18 @@ WITH l AS (SELECT t.lexeme, t.idf * greatest(1.0, %(avgdl)s / p.avgdl_ref) AS w,
 SELECT m.{id}, b.score FROM c JOIN {table} m ON m.{id} = c.seq CROSS JOIN LATERAL {bm25} AS b
 WHERE {check} AND b.score > 0 ORDER BY b.score DESC, m.{id} LIMIT %(limit)s"""
 _INDEX_EXISTS = "SELECT 1 FROM pg_class WHERE relname = %s"
-_DIMENSIONS = "SELECT DISTINCT embedding_dim FROM {table} WHERE tenant_id = %(tenant)s AND {id} = ANY(%(seqs)s)"
+_DIMENSIONS = "SELECT DISTINCT embedding_dim FROM {rows} AS x WHERE tenant_id = %(tenant)s"
 _POSTINGS = """
 INSERT INTO memory_postings (partition_key, lexeme, impact, seq, tenant_id)
 SELECT %(part)s, t.lexeme, engram_bm25_impact(coalesce(array_length(t.positions, 1), 1), x.keyword_length,
                                               %(ref)s::real), x.{id}, %(tenant)s
-FROM {table} x, unnest(x.keywords) AS t
+FROM {source} x, unnest(x.keywords) AS t
 WHERE x.tenant_id = %(tenant)s AND {rows}
 ON CONFLICT DO NOTHING"""
 _VECTORS = """
 INSERT INTO memory_vectors (partition_key, seq, tenant_id, embedding_dim, tagged)
 SELECT %(part)s, x.{id}, %(tenant)s, x.embedding_dim, (x.embedding::real[] || engram_partition_tag(%(part)s))::vector
-FROM {table} x WHERE x.tenant_id = %(tenant)s AND x.{id} = ANY(%(seqs)s)
+FROM {rows} x WHERE x.tenant_id = %(tenant)s
 ON CONFLICT (partition_key, seq) DO UPDATE SET embedding_dim = EXCLUDED.embedding_dim, tagged = EXCLUDED.tagged"""
 # The body: the user's rows up to the partition's bound, less the pending ones (a rebuild of its postings).
 _BODY_ROWS = """x.{user} = %(user)s AND x.{id} <= %(through)s
@@ -146,17 +146,17 @@ def write(conn: psycopg.Connection, partition: Partition, corpus: Corpus, seqs: 
     params = {"part": partition.key, "tenant": partition.tenant_id, "seqs": list(seqs), "ref": partition.avgdl_ref,
               "user": partition.user_id, "through": partition.indexed_through}
     names = {"id": corpus.row_id(), "table": corpus.identifier()}
+    fenced = by_ids(corpus)
     if rebuild:
         conn.execute("DELETE FROM memory_postings WHERE partition_key = %(part)s", params)
         rows = sql.SQL(_BODY_ROWS).format(user=sql.Identifier(corpus.partitioned_by or ""), **names)
-        conn.execute(sql.SQL(_POSTINGS).format(rows=rows, **names), params)
+        conn.execute(sql.SQL(_POSTINGS).format(rows=rows, source=corpus.identifier(), **names), params)
     else:
-        rows = sql.SQL("x.{id} = ANY(%(seqs)s)").format(**names)
-        conn.execute(sql.SQL(_POSTINGS).format(rows=rows, **names), params)
+        conn.execute(sql.SQL(_POSTINGS).format(rows=sql.SQL("TRUE"), source=fenced, **names), params)
     if seqs:
-        for (dimension,) in conn.execute(sql.SQL(_DIMENSIONS).format(**names), params).fetchall():
+        for (dimension,) in conn.execute(sql.SQL(_DIMENSIONS).format(rows=fenced), params).fetchall():
             _ensure_index(conn, int(dimension))
-        conn.execute(sql.SQL(_VECTORS).format(**names), params)
+        conn.execute(sql.SQL(_VECTORS).format(rows=fenced, **names), params)
 
 
 def drop(conn: psycopg.Connection, partition: Partition) -> None:

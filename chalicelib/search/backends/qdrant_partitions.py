@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,18 +29,20 @@ from chalicelib.qdrant import partition_collection_name as collection
 from chalicelib.search.backends.qdrant_points import lexeme_id, query_vector, sparse, term_weight
 from chalicelib.search.corpus import Corpus, Partition
 from chalicelib.search.keyword import QueryTerms
-from chalicelib.search.partitions import BM25, BODY_OVERFETCH, PartitionSearch, floats
+from chalicelib.search.partitions import BM25, BODY_OVERFETCH, PartitionSearch, by_ids, floats
 
 __all__ = ["UPSERT_BATCH", "body_keyword_leg", "body_vector_leg", "delete_rows", "drop", "settle", "write"]
 
 # Points per upsert request (as chunks': qdrant_write.UPSERT_BATCH).
 UPSERT_BATCH = 256
+# A user's words recur from add to add: their sparse indices are remembered (a hash each, ~1 µs).
+_index_of = functools.lru_cache(maxsize=1 << 16)(lexeme_id)
 
 _ROWS = """
 SELECT x.{id}, x.embedding_dim, x.embedding, x.keyword_length, x.agent_id, x.run_id,
        (SELECT array_agg(t.lexeme ORDER BY t.lexeme) FROM unnest(x.keywords) AS t),
        (SELECT array_agg(coalesce(array_length(t.positions, 1), 1) ORDER BY t.lexeme) FROM unnest(x.keywords) AS t)
-FROM {table} x WHERE x.tenant_id = %(tenant)s AND x.{id} = ANY(%(seqs)s)"""
+FROM {rows} x WHERE x.tenant_id = %(tenant)s"""
 # The proposed rows the scope lets through, with their exact distance or BM25.
 _CHECK_DISTANCE = """SELECT {id}, embedding <=> %(q)s::vector FROM {table}
 WHERE {id} = ANY(%(ids)s) AND embedding_dim = %(dim)s AND {check}"""
@@ -118,24 +121,23 @@ def write(conn: psycopg.Connection, transport: QdrantTransport, settings: Settin
     """
     if not seqs:
         return
-    statement = sql.SQL(_ROWS).format(id=corpus.row_id(), table=corpus.identifier())
+    statement = sql.SQL(_ROWS).format(id=corpus.row_id(), rows=by_ids(corpus))
     by_dimension: dict[int, list[dict[str, Any]]] = {}
     # (binary results: a vector's text form costs ~0.5 ms a row to parse)
     for seq, dim, embedding, length, agent_id, run_id, lexemes, tfs in conn.execute(
             statement, {"tenant": partition.tenant_id, "seqs": list(seqs)}, binary=True):
         weights: dict[int, float] = {}
         for lexeme, tf in zip(lexemes or (), tfs or (), strict=True):
-            index = lexeme_id(lexeme)
+            index = _index_of(lexeme)
             weights[index] = weights.get(index, 0.0) + term_weight(tf, length, partition.avgdl_ref or 1.0)
         payload: dict[str, Any] = {TENANT_FIELD: partition.tenant_id, PARTITION_FIELD: str(partition.key)}
         if agent_id is not None:
             payload["agent_id"] = agent_id
         if run_id is not None:
             payload["run_id"] = run_id
-        values = embedding.to_list() if hasattr(embedding, "to_list") else embedding
+        values = embedding.to_list() if hasattr(embedding, "to_list") else [float(x) for x in embedding]
         by_dimension.setdefault(int(dim), []).append(
-            {"id": int(seq), "vector": {DENSE: [float(x) for x in values], SPARSE: sparse(weights)},
-             "payload": payload})
+            {"id": int(seq), "vector": {DENSE: values, SPARSE: sparse(weights)}, "payload": payload})
     for dim, points in by_dimension.items():
         name = collection(settings, corpus.name, dim)
         transport.ensure_collection(name, dim, PARTITION_LAYOUT)
