@@ -331,6 +331,12 @@ def reindex(backend: str = typer.Option(..., "--backend", "-b", help="Where the 
     run again. Exit 2 on bad input, 1 if the move failed (run it again to resume)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from chalicelib.search.backends import names
+
+    if backend not in names():
+        err_console.print(f"[bold red]error[/]: unknown vector backend {escape(repr(backend))}: choose one of "
+                          f"{', '.join(names())}")
+        raise typer.Exit(code=2)
     try:
         with deps.connect() as conn, Progress(
                 TextColumn("moving {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -567,8 +567,8 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
 @dataclass(frozen=True, slots=True)
 class Reindexed:
     """A finished move of a tenant's histories: the ``backend`` they are on now, the ``partitions`` (users'
-    memories and exchanges) it holds, the ``rows`` written there and whether the move ``resumed`` one under
-    way."""
+    memories and exchanges) it holds, the ``rows`` written there (moved, or written for the first time) and whether
+    the move ``resumed`` one under way."""
 
     backend: str
     partitions: int
@@ -614,7 +614,8 @@ def reindex(conn: psycopg.Connection, ctx: Context, backend: str, *,
                             "command again to resume.")
     if progress is not None:
         progress(total, total)
-    return Reindexed(backend, total, counts.moved, resumed)
+    total, _ = partition_sync.moves_left(conn, ctx.tenant_id)
+    return Reindexed(backend, total, counts.moved + counts.rows, resumed)
 
 
 def thread_of(conn: psycopg.Connection, ctx: Context, response_id: str) -> str | None:
