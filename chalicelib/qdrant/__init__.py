@@ -14,13 +14,22 @@ from typing import TYPE_CHECKING
 
 from chalicelib.config import ENV_QDRANT_URL, ENV_VECTOR_BACKEND
 from chalicelib.errors import ConfigurationError
-from chalicelib.qdrant.port import DENSE, INDEXED_FIELDS, SPARSE, TENANT_FIELD, QdrantError, QdrantTransport, ScoredIds
+from chalicelib.qdrant.port import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    TENANT_FIELD,
+    CollectionStatus,
+    QdrantError,
+    QdrantTransport,
+    ScoredIds,
+)
 
 if TYPE_CHECKING:
     from chalicelib.config import Settings
 
-__all__ = ["DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "SPARSE", "TENANT_FIELD", "QdrantError", "QdrantTransport",
-           "ScoredIds", "build_transport", "collection_name", "embedded_root"]
+__all__ = ["DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "SPARSE", "TENANT_FIELD", "CollectionStatus", "QdrantError",
+           "QdrantTransport", "ScoredIds", "build_transport", "collection_name", "embedded_root"]
 
 # The embedded engine's folder under the data folder.
 EMBEDDED_FOLDER = "qdrant"
@@ -63,4 +72,4 @@ def build_transport(settings: Settings) -> QdrantTransport:
         return HttpTransport(settings.qdrant_url, api_key=api_key, timeout_s=settings.qdrant_timeout_s)
     from chalicelib.qdrant.edge import EdgeTransport
 
-    return EdgeTransport(embedded_root(settings))
+    return EdgeTransport(embedded_root(settings), indexing_threshold_kb=settings.qdrant_indexing_threshold_kb)
