@@ -39,6 +39,9 @@ class Corpus:
         topk_function: the PL/pgSQL exact top-k over the corpus's postings (maintained statistics only); a
             dotted name is schema-qualified.
         hnsw_prefix: the name prefix of the per-dimension partial HNSW indexes (``chunks_hnsw`` → ``chunks_hnsw_384``).
+        tie_key: an SQL text expression over the table (alias-free) that orders rows of equal score the same way
+            whatever order they were written in (issue 33 §5: row ids follow ingestion order); None: ties keep the
+            legs' order (row id).
     """
 
     name: str
@@ -48,6 +51,7 @@ class Corpus:
     partition_column: str | None = None
     topk_function: str | None = None
     hnsw_prefix: str | None = None
+    tie_key: str | None = None
 
     def identifier(self) -> sql.Identifier:
         """The table as an SQL identifier."""
@@ -85,8 +89,11 @@ class Scope:
 
 
 # Document chunks of vector stores (migrations 0001 and 0009).
+# Ties: the chunk's text (its MD5), then its position in its file, then the file: the same documents rank alike
+# in any store, in whatever order they were ingested.
 CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partition_column="vector_store_id",
-                topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw")
+                topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw",
+                tie_key="md5(text) || to_char(chunk_index, 'FM0000000000') || file_id")
 
 
 # Agent memories (migration 0010): one user's, agent's or run's scope, statistics over the scope itself (a bounded
