@@ -32,9 +32,11 @@ differently in two stores ingested in different orders (keyword nDCG@10 moved by
 subset). Rows of equal score are put in the order of the corpus's stable key (:attr:`Corpus.tie_key`: for chunks,
 their text, position and file) in each leg's list before fusion, and a single-leg ranking keeps that order. A
 keyword leg whose scores are not exact (Qdrant's, weighted by the average length when each point was synced, which
-depends on the ingestion order too) has its rows' exact BM25 read once and is ordered by it, ties by the key, before
-fusion, so both backends rank the same data alike. The key is read only for rows that tie (one statement over
-them). Rows tied at a leg's ``depth`` cut-off may still be chosen by the backend.
+follows the ingestion order too: rows of equal BM25 differ there by up to ~1e-4) counts scores within
+:data:`INEXACT_TIE_RELATIVE` of each other as tied. The key is read only for rows that tie (one statement over
+them). Rows tied at a leg's ``depth`` cut-off may still be chosen by the backend. (Reading every row of an inexact
+leg's exact BM25 before fusion, to order it exactly, was measured and not kept: 100 rows of a 12-word query took
+~12 ms at 3,000 chunks, against the ~1 ms a Qdrant leg takes.)
 """
 
 from __future__ import annotations
@@ -155,15 +157,9 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         head = keyword_exact_head(limit, fused=use_vector or len(queries) > 1)
         for ev, q in zip(evidence, queries, strict=True):
             leg = backend.keyword_leg(conn, corpus, scope, q, depth, where=where, exact_head=head)
-            rows = leg.rows
-            if not leg.exact and rows:  # its list in the order of the exact BM25 (read again once, here)
-                exact = keyword_scores(conn, corpus, scope, q, leg, [row_id for row_id, _ in rows], where=where)
-                ev.bm25 = {row_id: exact.get(row_id, 0.0) for row_id, _ in rows}
-                ev.rescored.update(ev.bm25)
-                rows = sorted(ev.bm25.items(), key=lambda r: -r[1])
-            ev.keyword = replace(leg, rows=stable_order(conn, corpus, scope, rows, descending=True))
-            if leg.exact or not rows:
-                ev.bm25 = dict(ev.keyword.rows)
+            ev.keyword = replace(leg, rows=stable_order(conn, corpus, scope, leg.rows, descending=True,
+                                                        tolerance=TIE_RELATIVE if leg.exact else INEXACT_TIE_RELATIVE))
+            ev.bm25 = dict(ev.keyword.rows)
             rankings.append((weights.text, [row_id for row_id, _ in ev.keyword.rows]))
     if weights.text > 0:
         fused = reciprocal_rank_fusion(rankings)
@@ -210,20 +206,25 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
 # Scores within this relative difference are a tie (a BM25 or cosine computed twice from the same inputs agrees to
 # the last bit; the margin absorbs float32 round-off in an engine's scores).
 TIE_RELATIVE = 1e-9
+# The same for a keyword leg whose scores are not exact (Qdrant's: a point's term weights use the average length
+# at its sync; rows of equal exact BM25 differed by ≤ 1.2e-4 at 100,000 chunks, docs/benchmarks.md).
+INEXACT_TIE_RELATIVE = 1e-3
 
 
 def stable_order(conn: psycopg.Connection, corpus: Corpus, scope: Scope, rows: Sequence[tuple[int, float]], *,
-                 descending: bool) -> list[tuple[int, float]]:
+                 descending: bool, tolerance: float = TIE_RELATIVE) -> list[tuple[int, float]]:
     """``rows`` (``(row id, score)``, best first: highest score when ``descending``, else lowest distance) with every
-    run of equal scores in the order of the corpus's :attr:`~chalicelib.search.corpus.Corpus.tie_key` (read in one
-    statement, for the tied rows only); unchanged when nothing ties or the corpus has no key."""
+    run of equal scores (within ``tolerance`` of the run's first, relative) in the order of the corpus's
+    :attr:`~chalicelib.search.corpus.Corpus.tie_key` (read in one statement, for the tied rows only); unchanged when
+    nothing ties or the corpus has no key. ``descending`` says which way the list runs (a run is sorted by key
+    alone either way)."""
     out = list(rows)
     if corpus.tie_key is None or len(out) < 2:
         return out
     runs: list[tuple[int, int]] = []
     start = 0
     for i in range(1, len(out) + 1):
-        if i == len(out) or abs(out[i][1] - out[start][1]) > TIE_RELATIVE * max(1.0, abs(out[start][1])):
+        if i == len(out) or abs(out[i][1] - out[start][1]) > tolerance * max(1.0, abs(out[start][1])):
             if i - start > 1:
                 runs.append((start, i))
             start = i
