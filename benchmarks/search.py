@@ -339,11 +339,11 @@ def load_files(conn: psycopg.Connection, store: vector_stores.VectorStore, start
                                                     for t, v in zip(texts, vectors[lo:hi])])
         t2 = time.perf_counter()
         with conn.transaction():  # as ingest.engine._finalize
-            sync.lock_ahead(conn, qdrant, TENANT, store.id, file_id)
+            ahead = sync.lock_ahead(conn, qdrant, TENANT, store.id, file_id)
             attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors[lo:hi], dim=DIM,
                                  content_sha256=file_rows.sha256_hex(data), attempt=None)
             t3 = time.perf_counter()
-            written = sync.write_ahead(conn, qdrant, TENANT, store.id, file_id)
+            written = sync.write_ahead(conn, qdrant, TENANT, store.id, file_id, store=ahead)
             t4 = time.perf_counter()
         t5 = time.perf_counter()
         sync.after_write(conn, qdrant, store_id=store.id, file_id=file_id)

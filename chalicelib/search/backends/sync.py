@@ -117,22 +117,25 @@ def after_write(conn: psycopg.Connection, settings: Settings, *, tenant_id: str 
     return sync_pending(conn, settings, tenant_id=tenant_id, store_id=store_id, file_id=file_id, wait=True)
 
 
-def lock_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str) -> bool:
+def lock_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str,
+               file_id: str) -> outbox.StoreRow | None:
     """Inside the transaction about to swap a file's chunks in, before it writes them: when the store's backend
-    keeps its own copy, take the file's sync lock (waiting for a sync of it to end) and return True. Taken before the
-    swap's triggers queue the file, so it and a sync, which locks then removes the entry, never wait on each
-    other."""
-    store = outbox.store(conn, tenant_id, store_id)
-    return (store is not None and not _writer(settings, store.backend, store.embedding_dim).in_postgres
-            and outbox.lock(conn, store_id, file_id))
+    keeps its own copy, take the file's sync lock (waiting for a sync of it to end) and return the store's row —
+    truthy: hand it to :func:`write_ahead` —, else None. Taken before the swap's triggers queue the file, so it and
+    a sync, which locks then removes the entry, never wait on each other. One statement (issue 33 §4: the row and
+    the lock together, the row reused by the write)."""
+    store, locked = outbox.store_locked(conn, tenant_id, store_id, file_id)
+    return store if locked else None
 
 
-def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str) -> int:
+def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str, *,
+                store: outbox.StoreRow | None = None) -> int:
     """Inside the transaction that swapped a file's chunks in, holding :func:`lock_ahead`'s lock: write their points
     before it commits and record that in its entry, leaving the older version's points to the :func:`after_write`
-    after the commit (a rollback leaves points of no chunk, never returned). Returns the points upserted; a backend
-    failure is logged, not raised (the sync after the commit writes them, or the job does)."""
-    store = outbox.store(conn, tenant_id, store_id)
+    after the commit (a rollback leaves points of no chunk, never returned). ``store``: what :func:`lock_ahead`
+    returned (else it is read again). Returns the points upserted; a backend failure is logged, not raised (the
+    sync after the commit writes them, or the job does)."""
+    store = store or outbox.store(conn, tenant_id, store_id)
     if store is None:
         return 0
     writer = _writer(settings, store.backend, store.embedding_dim)
