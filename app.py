@@ -4,8 +4,9 @@ chalicelib/.
 Middleware runs outermost first: observability (request id, latency, EMF metrics), then the error renderer
 (OpenAI's envelope for everything; a database that cannot be reached is a 503 with Retry-After, also from inside a
 route: every route is wrapped once all are registered, :func:`chalicelib.api.middleware.guard_routes`), then
-authentication (API key → tenant), then the query-parameter check (a parameter the route does not declare is a 400:
-:mod:`chalicelib.api.query`).
+authentication (API key → tenant and what the key may do), then the route's permission
+(:mod:`chalicelib.api.permissions`: 403 for a key without it), then the query-parameter check (a parameter the
+route does not declare is a 400: :mod:`chalicelib.api.query`).
 
 One SQS consumer per queue of the message table (``chalicelib.dispatch.table.QUEUES``) and one schedule per lane of
 the jobs table (``chalicelib.jobs.table.LANES``) are generated below; each becomes a Lambda function named after
@@ -22,6 +23,7 @@ from chalice import Chalice, Rate, Response
 from chalicelib.api import health as checks
 from chalicelib.api.context import authenticate
 from chalicelib.api.middleware import guard_routes, render_errors
+from chalicelib.api.permissions import authorize
 from chalicelib.api.query import enforce
 from chalicelib.api.routes import (
     agents,
@@ -29,6 +31,7 @@ from chalicelib.api.routes import (
     drop_folder,
     file_batches,
     files,
+    mcp,
     mem0,
     memories,
     responses,
@@ -54,12 +57,15 @@ app.api.binary_types.append("application/binary")
 app.register_middleware(observe, "http")
 app.register_middleware(render_errors, "http")
 app.register_middleware(authenticate, "http")
+app.register_middleware(authorize(app.routes), "http")
 app.register_middleware(enforce(app.routes), "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
                   conversations.bp, memories.bp, agents.bp, drop_folder.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 # mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
 app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
+# Engram as an MCP server (Streamable HTTP, stateless): /mcp, beside the API.
+app.register_blueprint(mcp.bp)
 
 
 @app.route(checks.HEALTH_PATH)

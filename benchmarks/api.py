@@ -69,7 +69,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from common import SHARED_DATA, bench_settings, percentile
+from common import SHARED_DATA, bench_settings, generated_chunking, percentile
 
 from chalicelib import observability
 from chalicelib.api import objects
@@ -84,7 +84,7 @@ from chalicelib.store import api_keys
 from chalicelib.store import attachments
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
-from chalicelib.store.db import capabilities, close_pools, connect, pool, tenant_connection
+from chalicelib.store.db import capabilities, close_pools, connect, one, pool, tenant_connection
 from search import auto_mwm, build_index, database_for, drop_database, index_valid
 
 observability.configure(False)
@@ -185,7 +185,7 @@ def find_store(conn: psycopg.Connection, n: int, seed: int, source: str) -> vect
     if (meta.get("generator"), meta.get("seed"), meta.get("rows"), meta.get("corpus")) != (GENERATOR, seed, n, source) \
             or store.chunk_count != n or store.embedding_model != HashingEmbedder(DIM).model:
         return None
-    (total,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+    (total,) = one(conn.execute("SELECT count(*) FROM chunks"))
     return store if total == n and index_valid(conn) else None
 
 
@@ -241,8 +241,8 @@ def load_file(conn: psycopg.Connection, store: vector_stores.VectorStore, start:
     data = f"synthetic rows {start}..{start + len(texts) - 1}".encode()
     with conn.transaction():
         file_id = file_rows.create_file(conn, TENANT, filename=f"row{start:08d}.txt", data=data).id
-        attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "synthetic"})
-    attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+        attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy=generated_chunking())
+    attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors), dim=DIM,
                          content_sha256=file_rows.sha256_hex(data), attempt=None)
 
 
@@ -386,10 +386,11 @@ def sdk_caller(url: str, key: str, store_id: str, ranking: dict | None) -> Calla
 
     def make() -> Callable[[str], Any]:
         client = openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=60)
-        extra = {} if ranking is None else {"ranking_options": ranking}
+        # Engram's ranking_options (hybrid_search) are not in the SDK's type: sent in the body as they are.
+        extra = None if ranking is None else {"ranking_options": ranking}
 
         def call(q: str) -> Any:
-            return client.vector_stores.search(store_id, query=q, max_num_results=LIMIT, **extra)
+            return client.vector_stores.search(store_id, query=q, max_num_results=LIMIT, extra_body=extra)
 
         return call
 
@@ -427,13 +428,14 @@ def check_same(sdk_call: Callable[[str], Any], local_call: Callable[[str], Any],
 
 
 def breakdown(settings: Any, store: vector_stores.VectorStore, key: str, queries: Sequence[str], n: int,
-              clients: int, duration_s: float) -> dict[str, Any]:
-    """Sequential p50/p95 of each fixed piece of per-request database work, and ``touch`` under concurrency."""
+              clients: int, duration_s: float, warmup: int) -> dict[str, Any]:
+    """Sequential p50/p95 of each fixed piece of per-request database work (``queries`` past the first ``warmup``),
+    and ``touch`` under concurrency."""
     embedder = HashingEmbedder(DIM)
     out: dict[str, Any] = {}
 
     def timed(label: str, fn: Callable[[str], Any]) -> None:
-        out[label] = stats(sequential(fn, queries, 10))
+        out[label] = stats(sequential(fn, queries, warmup))
 
     with tenant_connection(settings, TENANT) as conn:
         caps = vector_stores.hnsw_index(conn, DIM)
@@ -452,7 +454,7 @@ def breakdown(settings: Any, store: vector_stores.VectorStore, key: str, queries
             exact_scan_max_rows=settings.exact_scan_max_rows, iterative_scan=caps.iterative_scan,
             halfvec=caps.halfvec))
         timed(f"keyword leg (k={depth})", lambda q: keyword_search(conn, CHUNKS, scope.scope, q, depth, where=None))
-        sync = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in ("synchronous_commit", "fsync")}
+        sync = {k: one(conn.execute(f"SHOW {k}"))[0] for k in ("synchronous_commit", "fsync")}
 
     def checkout(q: str) -> None:
         with tenant_connection(settings, TENANT):
@@ -513,7 +515,7 @@ def run_mode(mode: str, ranking_raw: dict | None, settings: Any, server: Server,
     result[f"http_sdk_{args.clients}"] = stats(times, elapsed, args.clients)
     # CPU per request: the client process (SDK, httpx) and the server process (Chalice, routes, psycopg).
     result[f"http_sdk_{args.clients}"]["client_cpu_ms_per_req"] = round(1000 * (client_cpu1 - client_cpu0) / len(times), 2)
-    if cpu0 is not None:
+    if cpu0 is not None and cpu1 is not None:
         result[f"http_sdk_{args.clients}"]["server_cpu_ms_per_req"] = round(1000 * (cpu1 - cpu0) / len(times), 2)
     base = result["in_process"]["p50_ms"]
     result["ratio_http_1_p50"] = round(result["http_sdk_1"]["p50_ms"] / base, 2)
@@ -620,7 +622,7 @@ def main() -> int:
             report["modes"][mode] = run_mode(mode, MODES[mode], settings, server, key, store, queries, args)
         log("  breakdown …")
         report["breakdown"] = breakdown(settings, store, key, queries[:args.warmup + args.queries], n,
-                                        args.clients, args.duration)
+                                        args.clients, args.duration, args.warmup)
     finally:
         server.stop()
         with connect(settings) as conn:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from common import bench_settings, percentile
+from common import bench_settings, generated_chunking, percentile
 
 COLLECTION = "engram-compare"
 TOP_K = 10
@@ -54,7 +54,8 @@ def worker(args: argparse.Namespace) -> int:
     try:
         import chromadb
     except ImportError as exc:
-        print(json.dumps({"error": f"chromadb is not importable: {exc}"}), flush=True)
+        for _ in sys.stdin:  # answer every command (exiting at once would break the pipe the parent writes to)
+            print(json.dumps({"error": f"chromadb is not importable: {exc}"}), flush=True)
         return 0
     client = chromadb.PersistentClient(path=args.chroma_dir)
     for line in sys.stdin:
@@ -314,8 +315,8 @@ def _engram_insert(conn: Any, store: Any, start: int, texts: list[str], vectors:
     with conn.transaction():
         file_id = file_rows.create_file(conn, bench.TENANT, filename=f"new{start:08d}.txt", data=data).id
         attachments.attach(conn, bench.TENANT, store.id, file_id, attributes={},
-                           chunking_strategy={"type": "synthetic"})
-    attachments.complete(conn, bench.TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=bench.DIM,
+                           chunking_strategy=generated_chunking())
+    attachments.complete(conn, bench.TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors), dim=bench.DIM,
                          content_sha256=file_rows.sha256_hex(data), attempt=None)
 
 

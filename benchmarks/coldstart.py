@@ -71,7 +71,11 @@ def measure_imports(runs: int) -> dict:
     """Medians over ``runs`` fresh interpreters (see the module doc)."""
     compileall.compile_file(str(REPO / "app.py"), quiet=1)
     compileall.compile_dir(str(REPO / "chalicelib"), quiet=1)
-    totals, cpu, by_package, direct, heavy = [], [], collections.defaultdict(list), collections.defaultdict(list), set()
+    totals: list[int] = []
+    cpu: list[int] = []
+    by_package: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
+    direct: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
+    heavy: set[str] = set()
     for _ in range(runs):
         modules, cpu_us, loaded = import_profile()
         cpu.append(cpu_us)

@@ -7,6 +7,11 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chalicelib.config import Settings
+    from chalicelib.wire import StaticChunkingStrategy
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -17,11 +22,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def bench_settings(**overrides):
+def bench_settings(**overrides: Any) -> Settings:
     """Settings from the environment with ``overrides`` applied (``chalicelib.config.Settings`` fields)."""
     from chalicelib.config import Settings
 
     return dataclasses.replace(Settings.from_env(), **overrides)
+
+
+def generated_chunking() -> StaticChunkingStrategy:
+    """The chunking strategy a benchmark's file records when the benchmark writes its chunks to the store itself
+    (generated, or chunked before the timed store stage): OpenAI's default static strategy (800 / 400 tokens), in
+    the wire shape every file row holds."""
+    from chalicelib.ingest.chunk import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS, ChunkingStrategy
+
+    return ChunkingStrategy(DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS).to_openai()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -45,9 +59,12 @@ class ServerMeter:
     def __init__(self, url: str) -> None:
         import psycopg
 
+        from chalicelib.store.db import one
+
         self._url = url
         with psycopg.connect(url, autocommit=True) as conn:
-            data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+            data_dir = one(conn.execute("SHOW data_directory"))[0]
+        self._postmaster: int | None
         try:
             self._postmaster = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
@@ -57,16 +74,22 @@ class ServerMeter:
         """``{"cpu_s", "wal_records", "wal_fpi", "wal_bytes", "wal_write", "wal_sync"}`` totals so far."""
         import psycopg
 
+        from chalicelib.store.db import one
+
         with psycopg.connect(self._url, autocommit=True) as conn:
             conn.execute("SELECT pg_stat_force_next_flush()")
-            records, fpi, size, writes, syncs = conn.execute(self._WAL).fetchone()
+            records, fpi, size, writes, syncs = one(conn.execute(self._WAL))
         return {"cpu_s": self._cpu_s(), "wal_records": records, "wal_fpi": fpi, "wal_bytes": size,
                 "wal_write": writes, "wal_sync": syncs}
 
     @staticmethod
     def delta(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:
         """``after − before`` per counter (None when either is None)."""
-        return {k: (None if before[k] is None or after[k] is None else after[k] - before[k]) for k in before}
+        out: dict[str, float | None] = {}
+        for k, was in before.items():
+            now = after[k]
+            out[k] = None if was is None or now is None else now - was
+        return out
 
     def _cpu_s(self) -> float | None:
         if self._postmaster is None:

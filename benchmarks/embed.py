@@ -29,6 +29,7 @@ without it the ONNX variants are measured alone. Prints a table, then one JSON l
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import statistics
@@ -127,6 +128,12 @@ def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def embed_each(embedder: Any, docs: list[list[str]]) -> None:
+    """One ``embed`` call per document (as ``ingest.pipeline`` calls it)."""
+    for doc in docs:
+        embedder.embed(doc)
+
+
 def measure_speed(variants: list[Variant], sample: list[list[str]], rounds: int) -> dict[str, dict[str, Any]]:
     """Per variant, medians over ``rounds`` interleaved rounds: chunks per wall second (batched and per-file) and
     chunks per CPU second (batched; less sensitive to other load on a shared machine), and every round."""
@@ -135,10 +142,10 @@ def measure_speed(variants: list[Variant], sample: list[list[str]], rounds: int)
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for v in order:
-            wall, cpu = timed_cpu(lambda v=v: v.embedder.embed(texts))
+            wall, cpu = timed_cpu(functools.partial(v.embedder.embed, texts))
             runs[v.name]["batched"].append(len(texts) / wall)
             runs[v.name]["cpu"].append(len(texts) / cpu)
-            runs[v.name]["per_file"].append(len(texts) / timed(lambda v=v: [v.embedder.embed(d) for d in sample]))
+            runs[v.name]["per_file"].append(len(texts) / timed(functools.partial(embed_each, v.embedder, sample)))
         print(f"  round {r + 1}/{rounds} (batched/per-file/per CPU-s): " + ", ".join(
             f"{v.name} {runs[v.name]['batched'][-1]:.1f}/{runs[v.name]['per_file'][-1]:.1f}/"
             f"{runs[v.name]['cpu'][-1]:.1f}" for v in variants), flush=True)
@@ -218,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         for batch in (int(x) for x in args.batch_sizes.split(",")):
             for quantize in (True, False) if not args.no_fp32 else (True,):
                 name = f"onnx-{'int8' if quantize else 'fp32'}/b{batch}/t{threads}"
-                variants.append(Variant(name, lambda q=quantize, b=batch, t=threads: LocalEmbedder(
-                    batch_size=b, quantize=q, threads=t)))
+                variants.append(Variant(name, functools.partial(LocalEmbedder, batch_size=batch, quantize=quantize,
+                                                                threads=threads)))
     if with_torch:
         variants.append(Variant("torch", lambda: TorchEmbedder(model_path)))
     for v in variants:  # load = construct + first call (torch loads in the constructor, ONNX on first use)

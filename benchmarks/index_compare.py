@@ -24,7 +24,7 @@ from search import DIM, K, WARMUP, auto_mwm, exact_top_k, log, mb, rls_connectio
 
 from chalicelib.search.vector import ITERATIVE_MAX_SCAN_TUPLES, MAX_EF_SEARCH
 from chalicelib.store import vector_stores
-from chalicelib.store.db import connect
+from chalicelib.store.db import connect, one
 
 _CREATE = """CREATE INDEX {name} ON chunks USING hnsw ((embedding::{kind}({dim})) {kind}_cosine_ops)
 WITH (m = {m}, ef_construction = {efc}) WHERE embedding_dim = {dim}"""
@@ -35,7 +35,7 @@ LIMITS = (10, 100)
 
 
 def _size(conn: psycopg.Connection, name: str) -> int:
-    return int(conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()[0])
+    return int(one(conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)))[0])
 
 
 def _search(conn: psycopg.Connection, kind: str, q: np.ndarray, stores: list[str], limit: int, ef: int) -> list[int]:

@@ -51,14 +51,14 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from collections.abc import Callable
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from common import SHARED_DATA, ServerMeter, bench_settings
+from common import SHARED_DATA, ServerMeter, bench_settings, generated_chunking
 
 from chalicelib.config import Settings
 from chalicelib.embed import HashingEmbedder, LocalEmbedder
@@ -71,7 +71,7 @@ from chalicelib.search.backends import sync
 from chalicelib.store import attachments, embedding_cache
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
-from chalicelib.store.db import connect, database_url, flush_wal
+from chalicelib.store.db import connect, database_url, flush_wal, one
 from chalicelib.store.migrate import migrate
 
 TENANT = "bench"
@@ -264,13 +264,15 @@ class StoreRun:
                 "rows_per_s": round(self.rows_per_s, 1), "ms_per_file": round(1000 * self.store_s / self.files, 2),
                 "statements_per_file": round(self.statements / self.files, 1),
                 "client_cpu_ms_per_file": round(1000 * self.client_cpu_s / self.files, 2),
-                "server_cpu_ms_per_file": (None if self.server.get("cpu_s") is None
-                                           else round(1000 * self.server["cpu_s"] / self.files, 2)),
-                "wal_flushes_per_file": (None if self.server.get("wal_sync") is None
-                                         else round(self.server["wal_sync"] / self.files, 2)),
-                "wal_kb_per_file": (None if self.server.get("wal_bytes") is None
-                                    else round(self.server["wal_bytes"] / 1024 / self.files, 1)),
+                "server_cpu_ms_per_file": self._per_file("cpu_s", 1000, 2),
+                "wal_flushes_per_file": self._per_file("wal_sync", 1, 2),
+                "wal_kb_per_file": self._per_file("wal_bytes", 1 / 1024, 1),
                 "breakdown_s": {k: round(v, 3) for k, v in sorted(self.breakdown.items())}}
+
+    def _per_file(self, counter: str, scale: float, digits: int) -> float | None:
+        """A server counter per file, times ``scale``, rounded (None when the server did not report it)."""
+        value = self.server.get(counter)
+        return None if value is None else round(scale * value / self.files, digits)
 
 
 _TRIGGERS = "ALTER TABLE chunks {} TRIGGER chunks_inserted, {} TRIGGER chunks_deleted"
@@ -303,12 +305,13 @@ def store_run(conn: psycopg.Connection, url: str, label: str,
         data = filename.encode()  # the file's bytes do not matter to the store stage
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=filename, data=data).id
-            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
+            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy=generated_chunking())
         file_ids.append(file_id)
     register_s = time.perf_counter() - started
     if not triggers:
         conn.execute(_TRIGGERS.format("DISABLE", "DISABLE"))
-    timed = TimedConnection(conn)
+    timer = TimedConnection(conn)
+    timed = cast(psycopg.Connection, timer)  # a stand-in forwarding everything to ``conn``
     meter = ServerMeter(url)
     server_before, cpu_before = meter.read(), time.process_time()
     started = time.perf_counter()
@@ -338,16 +341,16 @@ def store_run(conn: psycopg.Connection, url: str, label: str,
     client_cpu_s = time.process_time() - cpu_before
     time.sleep(1.1)  # WAL statistics of idle backends are reported within a second (PGSTAT_MIN_INTERVAL)
     server = ServerMeter.delta(server_before, meter.read())
-    breakdown = dict(timed.seconds)
+    breakdown = dict(timer.seconds)
     breakdown["begin_commit_client"] = store_s - sum(breakdown.values())
-    stored, usage, file_usage = conn.execute(_STORED, {"store": store.id}).fetchone()
+    stored, usage, file_usage = one(conn.execute(_STORED, {"store": store.id}))
     rows = sum(len(c) for _, c, _ in groups)
     assert stored == rows, f"store holds {stored} chunks, wrote {rows}"
     assert usage == file_usage, f"store usage_bytes {usage} != its files' {file_usage}"
     if triggers:
         counted = vector_stores.get(conn, TENANT, store.id).chunk_count
         assert counted == rows, f"store counts {counted} chunks, wrote {rows}"
-    return StoreRun(label, len(groups), rows, register_s, store_s, timed.statements, breakdown, client_cpu_s, server)
+    return StoreRun(label, len(groups), rows, register_s, store_s, timer.statements, breakdown, client_cpu_s, server)
 
 
 def add_background(conn: psycopg.Connection, rows: int, *, hnsw: bool) -> dict[str, float]:
@@ -367,8 +370,8 @@ def add_background(conn: psycopg.Connection, rows: int, *, hnsw: bool) -> dict[s
         chunks = [Chunk(i, t, len(t.split()), 0, len(t)) for i, t in enumerate(texts)]
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=f"background-{lo:08d}.txt", data=b"background").id
-            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy={"type": "auto"})
-        attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
+            attachments.attach(conn, TENANT, store.id, file_id, attributes={}, chunking_strategy=generated_chunking())
+        attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors), dim=DIM,
                              content_sha256="-", attempt=None)
     load_s = time.perf_counter() - started
     build_s = 0.0

@@ -7,7 +7,7 @@ skipped; the completion of the chunks in reach from the skipped ones; the exact 
 changed; each step's milliseconds and counts (lists, lists skipped and their postings, lists completed and their
 postings, chunks in reach after the read and after completing, chunks scored exactly) are printed per query, then
 medians. The embedded build has no ``auto_explain``, hence the notices; ``--explain`` also prints EXPLAIN (ANALYZE,
-BUFFERS) of a statement reading every list whole for the first query.
+BUFFERS) of a statement reading every list whole for the first query. Ends with one JSON line (the medians).
 
     cd benchmarks && python keyword_profile.py --size 100000 --queries 20
 """
@@ -15,6 +15,7 @@ BUFFERS) of a statement reading every list whole for the first query.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -91,9 +92,10 @@ def main() -> int:
     scope = store_scope(bench.TENANT, [big.id], big.chunk_count)
     conn.execute(instrumented())
     notices: list[str] = []
-    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
     q = bench.make_queries(conn, source, args.seed, np.zeros((args.queries, bench.DIM), dtype=np.float32))
     print(f"{args.size:,} chunks (big store {big.chunk_count:,}), depth {args.depth}, exact {args.exact or 'all'}")
+    medians: dict[str, dict[str, float]] = {}
     for words in ("2w", "12w"):
         rows = []
         for text in q.texts[words][:args.queries]:
@@ -105,7 +107,7 @@ def main() -> int:
             conn.execute("SELECT * FROM pg_temp.engram_topk_profile(%s, %s, %s, %s, %s, %s)",
                          ([big.id], terms.lexemes, terms.idfs, terms.avgdl, args.depth, args.exact)).fetchall()
             total = 1000 * (time.perf_counter() - started)
-            marks = [_NOTICE.match(n).groups() for n in notices if _NOTICE.match(n)]
+            marks = [m.groups() for m in map(_NOTICE.match, notices) if m]
             clock = {m[0]: float(m[1]) for m in marks}
             last = dict(zip(("lists", "skipped", "skipped_df", "cand", "live", "scored", "theta", "completed",
                              "completed_df"), marks[-1][2:]))
@@ -123,11 +125,13 @@ def main() -> int:
                   f"{row['completed_df']:,.0f}), in reach after the read {row['cand']:,.0f}, after completing "
                   f"{row['live']:,.0f}, scored {row['scored']:,.0f} — {text[:50]}")
         if rows:
-            print(f"  {words} medians: " + ", ".join(
-                f"{k} {statistics.median(r[k] for r in rows):,.1f}" for k in rows[0]))
+            medians[words] = {k: round(statistics.median(r[k] for r in rows), 2) for k in rows[0]}
+            print(f"  {words} medians: " + ", ".join(f"{k} {v:,.1f}" for k, v in medians[words].items()))
     if args.explain:
         text = q.texts["12w"][0]
         terms = query_terms(conn, CHUNKS, scope, text)
+        if terms is None:
+            raise SystemExit(f"keyword_profile: the first 12-word query has no lexemes to explain: {text!r}")
         plan = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS) SELECT p.chunk_id, sum(l.w * p.impact), sum(l.w * p.impact) "
             "FROM unnest(%s::text[], %s::float8[]) AS l(lexeme, w) CROSS JOIN LATERAL ("
@@ -137,6 +141,8 @@ def main() -> int:
         print("\nEXPLAIN (ANALYZE, BUFFERS) of the read step (every list read whole), first 12-word query:")
         print("\n".join("  " + r[0] for r in plan))
     conn.close()
+    print(json.dumps({"benchmark": "keyword_profile", "size": args.size, "depth": args.depth, "exact": args.exact,
+                      "queries": args.queries, "medians_ms_and_counts": medians}))
     return 0
 
 

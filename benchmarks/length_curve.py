@@ -105,11 +105,11 @@ def _every_row_exact(on: bool) -> Iterator[None]:
         yield
         return
     saved = ranking.keyword_exact_head
-    ranking.keyword_exact_head = lambda limit, *, fused: None  # type: ignore[assignment]
+    ranking.keyword_exact_head = lambda limit, *, fused: None
     try:
         yield
     finally:
-        ranking.keyword_exact_head = saved  # type: ignore[assignment]
+        ranking.keyword_exact_head = saved
 
 
 def baseline_corpus(conn: psycopg.Connection, version: str) -> Corpus:

@@ -71,7 +71,7 @@ from memory import sentences, vocabulary
 from chalicelib.embed import build_embedder
 from chalicelib.memory import write
 from chalicelib.memory.model import MemoryScope
-from chalicelib.store.db import connect, database_url
+from chalicelib.store.db import connect, database_url, one
 from chalicelib.store.vector_stores import ensure_tenant
 
 TENANT = "bench-lifecycle"
@@ -178,8 +178,8 @@ def removal(conn: psycopg.Connection, generated: Generated) -> dict[str, Any]:
     whose members come from more than one original's family (an original and its duplicates)."""
     active = {r[0] for r in conn.execute("SELECT id FROM memories WHERE tenant_id = %s AND consolidated_into IS NULL "
                                          "AND archived_at IS NULL", (TENANT,)).fetchall()}
-    into = dict(conn.execute("SELECT id, consolidated_into FROM memories WHERE tenant_id = %s "
-                             "AND consolidated_into IS NOT NULL", (TENANT,)).fetchall())
+    into: dict[str, str] = dict(conn.execute("SELECT id, consolidated_into FROM memories WHERE tenant_id = %s "
+                                             "AND consolidated_into IS NOT NULL", (TENANT,)).fetchall())
     per: dict[str, list[int]] = {k: [0, 0] for k in KINDS}
     for dup, orig, kind in generated.pairs:
         per[kind][1] += 1
@@ -256,7 +256,7 @@ def active_count(conn: psycopg.Connection) -> int:
     """The tenant's active memories (what quotas count)."""
     from chalicelib.memory.active import ACTIVE
 
-    return conn.execute(f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {ACTIVE}", (TENANT,)).fetchone()[0]
+    return int(one(conn.execute(f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {ACTIVE}", (TENANT,)))[0])
 
 
 def prepare_expiry(conn: psycopg.Connection, rng: random.Random) -> int:

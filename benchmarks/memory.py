@@ -191,8 +191,8 @@ def ingest_locomo(conn: psycopg.Connection, settings: Any, sessions: list[Sessio
         for dia_id, _, _, text in session.turns:
             turns.setdefault(text_hash(text), dia_id)
         expected[session.user_id] = len(turns)
-    stored = dict(conn.execute("SELECT user_id, count(*) FROM memories WHERE tenant_id = %s GROUP BY 1",
-                               (TENANT,)).fetchall())
+    stored: dict[str, int] = dict(conn.execute("SELECT user_id, count(*) FROM memories WHERE tenant_id = %s "
+                                               "GROUP BY 1", (TENANT,)).fetchall())
     timing = {"add_s": 0.0, "memories_added": 0}
     todo = {u for u, n in expected.items() if stored.get(u) != n}
     for user_id in todo:
@@ -354,7 +354,7 @@ def vocabulary(size: int, seed: int) -> list[str]:
     """``size`` distinct pseudo-words of 2-4 syllables (deterministic for ``seed``)."""
     import random
 
-    rng, words = random.Random(seed), set()
+    rng, words = random.Random(seed), set[str]()
     while len(words) < size:
         words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
     return sorted(words)
@@ -383,7 +383,7 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
 
     query = recall.Query(query=text, scope=MemoryScope(user_id=user_id))
 
-    scope = recall._scope(SCALE_TENANT, query, memory_store.scope_rows(conn, SCALE_TENANT, query.scope))
+    scope = recall._scope(SCALE_TENANT, query)
     q = embedder.embed([text])[0]
     vector_scope = vector.VectorScope(recall.MEMORIES, scope, embedder.dimension, 0)
     clause, params = vector._scope_sql(vector_scope, None)
@@ -399,7 +399,8 @@ def scale_plans(conn: psycopg.Connection, settings: Any, user_id: str, text: str
                       "limit": 100, "k1": keyword.BM25_K1, "b": keyword.BM25_B}
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memories WHERE tenant_id = %s AND user_id = %s LIMIT 20",
                                        (SCALE_TENANT, user_id)).fetchall()]
-    candidates_sql = memory_store.candidates_statement(scope.predicate)
+    candidates_sql = sql.SQL(memory_store._CANDIDATES).format(
+        rows=sql.SQL(memory_store._NEIGHBOURS).format(scope=scope.predicate))
     candidates_params = {**scope.params, "tenant": SCALE_TENANT, "seqs": seqs, "q": params["q"],
                          "dim": embedder.dimension}
     return {"vector leg": explain(conn, vector_sql, params),
@@ -616,6 +617,7 @@ def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
     from tests.fakes.chat_server import FakeChatServer
 
     from chalicelib.chat import routing
+    from chalicelib.memory import llm
 
     rng = random.Random(args.seed)
     words = vocabulary(2000, args.seed + 1)
@@ -628,7 +630,7 @@ def run_overhead(args: argparse.Namespace) -> dict[str, Any]:
         ensure_tenant(conn, OVERHEAD_TENANT)
         conn.execute("DELETE FROM memories WHERE tenant_id = %s", (OVERHEAD_TENANT,))
         embedder = build_embedder(settings)
-        model = write.model_for(settings)
+        model = llm.required_model(settings)
         backend = TimedBackend(routing.build_backend(settings, "openai"))
         totals, models, own, calls = [], [], [], []
         for i in range(args.adds + 10):

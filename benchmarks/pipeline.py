@@ -13,7 +13,8 @@ Embedders:
 * ``local`` — the offline all-MiniLM-L6-v2 (``ENGRAM_EMBEDDING_PROVIDER=local``); loaded and warmed up before the
   clock starts. Slow on 2 cores: use a modest ``--local-files``.
 
-Documents: NFCorpus (``../shared/data/beir/nfcorpus``) written out as text files of ``--docs-per-file`` documents.
+Documents: NFCorpus (``../shared/data/beir/nfcorpus``; ``--corpus`` names another folder holding a BEIR
+``corpus.jsonl``) written out as text files of ``--docs-per-file`` documents.
 
 Besides files/s: milliseconds per file (the pipeline's own overhead with the fake embedder; target ≤ 50 ms, issue
 11), and per file the CPU of this process (handlers, pump, moto, the fake embedder) and of the Postgres server, and
@@ -40,13 +41,15 @@ from common import SHARED_DATA, ServerMeter
 
 TENANT = "bench"
 STORE = "pipeline"
+NFCORPUS = SHARED_DATA / "beir" / "nfcorpus"
 
 
-def write_files(folder: Path, count: int, docs_per_file: int) -> list[Path]:
-    """``count`` text files of ``docs_per_file`` NFCorpus documents each (title + text, blank-line separated)."""
-    corpus = SHARED_DATA / "beir" / "nfcorpus" / "corpus.jsonl"
+def write_files(folder: Path, count: int, docs_per_file: int, source: Path = NFCORPUS) -> list[Path]:
+    """``count`` text files of ``docs_per_file`` documents each of the BEIR folder ``source`` (title + text,
+    blank-line separated); exits when ``source`` holds no ``corpus.jsonl``."""
+    corpus = source / "corpus.jsonl"
     if not corpus.exists():
-        sys.exit("../shared/data/beir/nfcorpus is not present")
+        sys.exit(f"{corpus} is not present")
     docs = []
     with corpus.open() as lines:
         for line in lines:
@@ -101,6 +104,8 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
     deps.set_settings(None)
     deps.set_embedder(None)
     stack = run.start_stack(config.settings(), port=0)
+    state = stack.state
+    assert state is not None  # start_stack started it
     aws.reset()
     pump = None
     try:
@@ -108,13 +113,13 @@ def run_once(base_url: str, files: list[Path], workers: int, embedding_env: dict
         with connect(settings) as conn:
             ensure_tenant(conn, TENANT)
         deps.embedder(settings).embed(["warm up the model before the clock starts"])
-        pump = run.start_pump(stack.state, workers=workers)
+        pump = run.start_pump(state, workers=workers)
         items = drop.plan(files, TENANT, STORE)
         names = {i.name for i in items}
         server_before, cpu_before = meter.read(), _process_cpu_s()
         started = time.perf_counter()
-        drop.upload(stack.state.client("s3"), stack.state.bucket, items)
-        rows = run.wait_for_files(settings, stack.state, TENANT, STORE, names, timeout_s=timeout_s, interval_s=0.1)
+        drop.upload(state.client("s3"), state.bucket, items)
+        rows = run.wait_for_files(settings, state, TENANT, STORE, names, timeout_s=timeout_s, interval_s=0.1)
         seconds = time.perf_counter() - started
         cpu_s = _process_cpu_s() - cpu_before
     finally:
@@ -159,6 +164,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=60, help="files per run with the fake embedder")
     parser.add_argument("--local-files", type=int, default=12, help="files per run with the local model")
     parser.add_argument("--docs-per-file", type=int, default=5, help="NFCorpus documents per file")
+    parser.add_argument("--corpus", type=Path, default=NFCORPUS, help="BEIR folder whose corpus.jsonl is written out")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for one run")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
@@ -178,7 +184,7 @@ def main() -> None:
             count = args.files if mode == "fake" else args.local_files
             folder = Path(tmp) / f"{mode}-{count}"
             folder.mkdir()
-            files = write_files(folder, count, args.docs_per_file)
+            files = write_files(folder, count, args.docs_per_file, args.corpus)
             env = ({"ENGRAM_EMBEDDING_PROVIDER": "openai", "ENGRAM_EMBEDDING_BASE_URL": fake.base_url,
                     "ENGRAM_EMBEDDING_MODEL": "text-embedding-3-small", "ENGRAM_EMBEDDING_DIMENSIONS": "384",
                     "ENGRAM_EMBEDDING_API_KEY": "bench"} if mode == "fake" else

@@ -190,8 +190,8 @@ def wait_for_jobs(conn: psycopg.Connection, expected: int, timeout_s: float) -> 
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        counts = dict(conn.execute("SELECT status, count(*) FROM memory_jobs WHERE tenant_id = %s GROUP BY 1",
-                                   (TENANT,)).fetchall())
+        counts: dict[str, int] = dict(conn.execute("SELECT status, count(*) FROM memory_jobs WHERE tenant_id = %s "
+                                                   "GROUP BY 1", (TENANT,)).fetchall())
         if counts.get("completed", 0) + counts.get("failed", 0) >= expected:
             return counts
         if time.monotonic() > deadline:
@@ -330,7 +330,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from chalicelib.embed import build_embedder
     from chalicelib.embed.hashing import HashingEmbedder
     from chalicelib.store import api_keys
-    from chalicelib.store.db import connect
+    from chalicelib.store.db import connect, one
     from engram_cli import server as local_server
 
     sessions, questions, _, skipped = load_locomo(args.locomo)
@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 # Planner statistics of the tables just written, as autovacuum gathers them within a minute: with
                 # none, recall's candidates statement took a nested loop at 20-48 ms instead of 4 ms (2026-11-27).
                 conn.execute("ANALYZE memories, exchanges")
-                stored = conn.execute("SELECT count(*) FROM memories WHERE tenant_id = %s", (TENANT,)).fetchone()[0]
+                stored = one(conn.execute("SELECT count(*) FROM memories WHERE tenant_id = %s", (TENANT,)))[0]
                 exchange_turns = {e: replayed.by_response.get(r, ()) for e, r in conn.execute(
                     "SELECT id, response_id FROM exchanges WHERE tenant_id = %s", (TENANT,)).fetchall()}
             print(f"replay: {replayed.responses} responses in {replayed.seconds:.0f}s, {len(replayed.jobs)} remember "

@@ -279,7 +279,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.keyword_exact_head is not None:
         head = args.keyword_exact_head
-        ranking_module.keyword_exact_head = (  # type: ignore[assignment]
+        ranking_module.keyword_exact_head = (
             lambda limit, *, fused: limit if limit is None or not fused else head)
     bench = prepare(args)
     if args.fit:

@@ -45,7 +45,8 @@ def engine_hybrid(settings: Any, collection: str, dense: Sequence[float], sparse
     shard = transport._existing(collection)  # type: ignore[attr-defined]
     edge_filter = _filter(flt)
     request = qe.QueryRequest(
-        limit=k, query=qe.Fusion.Rrf(k=RRF_K), with_payload=False, with_vector=False,
+        limit=k, query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub lists Fusion, not its Rrf
+        with_payload=False, with_vector=False,
         prefetches=[qe.Prefetch(limit=depth, query=qe.Query.Nearest([float(x) for x in dense], using=DENSE),
                                 filter=edge_filter, params=qe.SearchParams(hnsw_ef=hnsw_ef)),
                     qe.Prefetch(limit=depth, query=qe.Query.Nearest(

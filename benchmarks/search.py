@@ -107,11 +107,12 @@ import psycopg
 from psycopg import sql
 
 import length_curve
-from common import bench_settings, percentile
+from common import bench_settings, generated_chunking, percentile
 from textgen import Source, chunk_texts, keyword_queries, load_source
 
 from chalicelib import deps
 from chalicelib.config import VECTOR_BACKENDS
+from chalicelib.embed.hashing import RegexTokenizer
 from chalicelib.qdrant import TENANT_FIELD, collection_name, embedded_root
 from chalicelib.search import keyword as keyword_leg
 from chalicelib.search.backends import VectorBackend, for_backend
@@ -126,7 +127,7 @@ from chalicelib.store import attachments, embedding_cache
 from chalicelib.store import files as file_rows
 from chalicelib.store import vector_stores
 from chalicelib.store.chunks import Chunk
-from chalicelib.store.db import APP_ROLE, TENANT_SETTING, connect, database_url
+from chalicelib.store.db import APP_ROLE, TENANT_SETTING, connect, database_url, one
 from chalicelib.store.vector_stores import HnswIndex, hnsw_index
 from chalicelib.store.migrate import migrate
 
@@ -307,7 +308,7 @@ def find_layout(conn: psycopg.Connection, n: int, seed: int, source: str, backen
         if store.metadata != _meta(n, seed, source, rows, backend) or store.chunk_count != rows \
                 or store.backend != backend:
             return None
-    (total,) = conn.execute("SELECT count(*) FROM chunks").fetchone()
+    (total,) = one(conn.execute("SELECT count(*) FROM chunks"))
     return Layout(big, small, n_small, big_starts, small_starts) if total == n else None
 
 
@@ -329,9 +330,9 @@ def load_files(conn: psycopg.Connection, store: vector_stores.VectorStore, start
         with conn.transaction():
             file_id = file_rows.create_file(conn, TENANT, filename=f"row{lo:08d}.txt", data=data).id
             attachments.attach(conn, TENANT, store.id, file_id, attributes=attributes(i),
-                               chunking_strategy={"type": "synthetic"})
+                               chunking_strategy=generated_chunking())
         if qdrant is None:
-            attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors[lo:hi], dim=DIM,
+            attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors[lo:hi]), dim=DIM,
                                  content_sha256=file_rows.sha256_hex(data), attempt=None)
             continue
         t1 = time.perf_counter()
@@ -340,8 +341,8 @@ def load_files(conn: psycopg.Connection, store: vector_stores.VectorStore, start
         t2 = time.perf_counter()
         with conn.transaction():  # as ingest.engine._finalize
             ahead = sync.lock_ahead(conn, qdrant, TENANT, store.id, file_id)
-            attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=vectors[lo:hi], dim=DIM,
-                                 content_sha256=file_rows.sha256_hex(data), attempt=None)
+            attachments.complete(conn, TENANT, store.id, file_id, chunks=chunks, vectors=list(vectors[lo:hi]),
+                                 dim=DIM, content_sha256=file_rows.sha256_hex(data), attempt=None)
             t3 = time.perf_counter()
             written = sync.write_ahead(conn, qdrant, TENANT, store.id, file_id, store=ahead)
             t4 = time.perf_counter()
@@ -449,7 +450,7 @@ def prepare_qdrant(settings: Any, n: int, seed: int, vectors: np.ndarray, source
     with connect(qs) as conn:
         found = None if args.rebuild else find_layout(conn, n, seed, source.name, "qdrant")
         if found is not None:
-            (queued,) = conn.execute("SELECT count(*) FROM vector_index_outbox").fetchone()
+            (queued,) = one(conn.execute("SELECT count(*) FROM vector_index_outbox"))
             points = qdrant_points(qs)
             if queued == 0 and points == n:
                 log(f"  reusing {n:,} rows in database {name} and their points in Qdrant collection "
@@ -473,8 +474,8 @@ def prepare_qdrant(settings: Any, n: int, seed: int, vectors: np.ndarray, source
         load_s = time.perf_counter() - started
         log(f"  loaded {n:,} rows with their Qdrant points in {load_s:.1f}s ({n / load_s:,.0f} rows/s: "
             + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f}s" for k, v in steps.items()) + ")")
-        (queued,) = conn.execute("SELECT count(*) FROM vector_index_outbox").fetchone()
-        (cached,) = conn.execute("SELECT count(*) FROM embedding_cache").fetchone()
+        (queued,) = one(conn.execute("SELECT count(*) FROM vector_index_outbox"))
+        (cached,) = one(conn.execute("SELECT count(*) FROM embedding_cache"))
         if queued or cached != n:
             raise RuntimeError(f"after the load {queued} files are queued and the cache holds {cached:,} vectors "
                                f"of {n:,} (duplicate texts would share one)")
@@ -518,7 +519,7 @@ def disk_sizes(conn: psycopg.Connection) -> dict[str, int]:
         out[name] = int(size)
         if kind == "r" and toast:
             out[f"{name} TOAST"] = int(toast)
-    out["database"] = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+    out["database"] = int(one(conn.execute("SELECT pg_database_size(current_database())"))[0])
     return out
 
 
@@ -535,7 +536,7 @@ class StubEmbedder:
     model = MODEL
     dimension = DIM
     max_input_tokens = 512
-    tokenizer = None
+    tokenizer = RegexTokenizer()
 
     def __init__(self) -> None:
         self.vector: Any = None
@@ -577,6 +578,12 @@ class Side:
     row_of: np.ndarray | None = None
     cases: list[Case] = field(default_factory=list)
     sparse: dict[tuple[str, str], list[Any]] = field(default_factory=dict)  # (case, words) → sparse query vectors
+
+    @property
+    def connection(self) -> psycopg.Connection:
+        """``conn``, which ``run_size`` opens before measuring."""
+        assert self.conn is not None, "not measuring"
+        return self.conn
 
 
 def engine_applies(side: Side, leg: str) -> bool:
@@ -659,7 +666,7 @@ def run_leg(side: Side, leg: str, case: Case, q: Queries, i: int, embedder: Stub
     """One call of ``leg`` on ``side`` for query ``i``: the row ids it returned."""
     if leg == "vector":
         scope = VectorScope(CHUNKS, case.scope, DIM, side.index.indexed_rows)
-        rows = side.adapter.vector_leg(side.conn, scope, q.vectors[i], DEPTH, where=case.where,
+        rows = side.adapter.vector_leg(side.connection, scope, q.vectors[i], DEPTH, where=case.where,
                                        settings=side.settings, index=side.index)
         return [r for r, _ in rows]
     kind, words = leg.split()
@@ -668,10 +675,10 @@ def run_leg(side: Side, leg: str, case: Case, q: Queries, i: int, embedder: Stub
     if kind == "engine":
         return run_engine(side, case, q, words, i)
     if kind == "kw":
-        found = side.adapter.keyword_leg(side.conn, CHUNKS, case.scope, text, int(at or DEPTH), where=case.where)
+        found = side.adapter.keyword_leg(side.connection, CHUNKS, case.scope, text, int(at or DEPTH), where=case.where)
         return [r for r, _ in found.rows]
     embedder.vector = q.vectors[i]
-    ranked = rank(side.conn, CHUNKS, case.scope, [text], embedder=embedder, settings=side.settings, depth=DEPTH,
+    ranked = rank(side.connection, CHUNKS, case.scope, [text], embedder=embedder, settings=side.settings, depth=DEPTH,
                   where=case.where, weights=Weights(), indexed_rows=side.index.indexed_rows, limit=K,
                   backend=side.adapter)
     return [r.id for r in ranked]
@@ -781,7 +788,7 @@ def check_top_k(sides: list[Side], texts_by_set: dict[str, list[str]], count: in
                     case.matching[words] = []
                 for text in texts[:count]:
                     keyword_leg.EXHAUSTIVE_MAX_ROWS = 10 ** 12
-                    exhaustive = keyword_search(ref.conn, CHUNKS, ref_case.scope, text, DEPTH, where=ref_case.where)
+                    exhaustive = keyword_search(ref.connection, CHUNKS, ref_case.scope, text, DEPTH, where=ref_case.where)
                     want = [int(r) for r in ref.row_of[[i for i, _ in exhaustive]]] if exhaustive else []
                     score = dict(zip(want, (s for _, s in exhaustive)))
                     floor = exhaustive[min(K, len(exhaustive)) - 1][1] * (1 - TIE_TOLERANCE) if exhaustive else 0.0
@@ -789,7 +796,7 @@ def check_top_k(sides: list[Side], texts_by_set: dict[str, list[str]], count: in
                     for side in sides:
                         assert side.row_of is not None
                         case = side.cases[c]
-                        found = side.adapter.keyword_leg(side.conn, CHUNKS, case.scope, text, DEPTH,
+                        found = side.adapter.keyword_leg(side.connection, CHUNKS, case.scope, text, DEPTH,
                                                          where=case.where, exact_head=head).rows
                         got = [int(r) for r in side.row_of[[i for i, _ in found]]] if found else []
                         case.identical[words].append(got[:K] == want[:K])
@@ -928,7 +935,7 @@ def ef_sweep(sides: list[Side], q: Queries, vectors: np.ndarray, efs: Sequence[i
                 assert side.row_of is not None and case.truth is not None
                 scope = VectorScope(CHUNKS, case.scope, DIM, side.index.indexed_rows)
                 t0 = time.perf_counter()
-                rows = side.adapter.vector_leg(side.conn, scope, q.vectors[i], DEPTH, where=case.where,
+                rows = side.adapter.vector_leg(side.connection, scope, q.vectors[i], DEPTH, where=case.where,
                                                settings=replace(side.settings, hnsw_ef_search=ef), index=side.index)
                 times.setdefault((side.name, ef), []).append(1000 * (time.perf_counter() - t0))
                 got = side.row_of[[r for r, _ in rows[:K]]]
@@ -994,8 +1001,8 @@ def side_figures(side: Side, n: int) -> dict[str, Any]:
         out["qdrant_disk"] = qdrant_disk(side.settings)
     with connect(replace(side.settings, database_url=side.url)) as owner:
         out["disk"] = disk_sizes(owner)
-        out["postings"] = int(owner.execute("SELECT count(*) FROM chunk_postings").fetchone()[0])
-        out["shared_buffers"] = owner.execute("SHOW shared_buffers").fetchone()[0]
+        out["postings"] = int(one(owner.execute("SELECT count(*) FROM chunk_postings"))[0])
+        out["shared_buffers"] = one(owner.execute("SHOW shared_buffers"))[0]
         side.row_of = id_rows(owner)
     log(f"  {side.name} disk: " + ", ".join(f"{k} {mb(v)}" for k, v in out["disk"].items())
         + (f", Qdrant shard {mb(out['qdrant_disk'])}" if out.get("qdrant_disk") else "")
@@ -1041,7 +1048,7 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
             if len(sides) > 1:
                 log(f"  {side.name}:")
             side.cases = make_cases(side, n, args)
-        q = make_queries(sides[0].conn, source, args.seed, query_vectors)
+        q = make_queries(sides[0].connection, source, args.seed, query_vectors)
         for c, case in enumerate(sides[0].cases):
             truth = exact_top_k(case.rows, vectors, q.vectors, K)
             for side in sides:
@@ -1097,13 +1104,13 @@ def run_size(n: int, args: argparse.Namespace, settings: Any, source: Source) ->
                                       for c in side.cases}
         figures["keyword_matching_median"] = {c.name: {w: int(np.median(m)) for w, m in c.matching.items()}
                                               for c in side.cases}
-        for c in side.cases:
-            if c.identical:
-                log(f"  {side.name} {c.name}: keyword leg's top 10 = exhaustive's (in order / as a set / tie-tolerant): "
-                    + ", ".join(f"{w} {100 * np.mean(s):.1f}% / {100 * np.mean(c.same_set[w]):.1f}% / "
-                                f"{100 * np.mean(c.near[w]):.1f}% (returns k "
-                                f"{100 * np.mean(c.full[f'kw {w}']):.0f}%, median matching "
-                                f"{int(np.median(c.matching[w])):,})" for w, s in c.identical.items()))
+        for case in side.cases:
+            if case.identical:
+                log(f"  {side.name} {case.name}: keyword leg's top 10 = exhaustive's (in order / as a set / tie-tolerant): "
+                    + ", ".join(f"{w} {100 * np.mean(s):.1f}% / {100 * np.mean(case.same_set[w]):.1f}% / "
+                                f"{100 * np.mean(case.near[w]):.1f}% (returns k "
+                                f"{100 * np.mean(case.full[f'kw {w}']):.0f}%, median matching "
+                                f"{int(np.median(case.matching[w])):,})" for w, s in case.identical.items()))
         figures["targets"] = verdicts(n, side.name, summaries[side.name], side.cases)
         if side.name == "pgvector" and "length_curve" in result and n in LONG_QUERY_P50_MS:
             first = next(iter(result["length_curve"].values()))

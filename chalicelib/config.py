@@ -68,6 +68,9 @@ ENV_CHAT_BASE_URL = "ENGRAM_CHAT_BASE_URL"
 ENV_CHAT_API_KEY = "ENGRAM_CHAT_API_KEY"
 ENV_CHAT_MODEL_ROUTES = "ENGRAM_CHAT_MODEL_ROUTES"
 ENV_CHAT_TIMEOUT_S = "ENGRAM_CHAT_TIMEOUT_S"
+ENV_MCP_ALLOWED_HOSTS = "ENGRAM_MCP_ALLOWED_HOSTS"
+ENV_MCP_TIMEOUT_S = "ENGRAM_MCP_TIMEOUT_S"
+ENV_MCP_MAX_RESPONSE_BYTES = "ENGRAM_MCP_MAX_RESPONSE_BYTES"
 ENV_CHAT_MAX_RETRIES = "ENGRAM_CHAT_MAX_RETRIES"
 ENV_SUMMARY_MODEL = "ENGRAM_SUMMARY_MODEL"
 ENV_SUMMARY_THRESHOLD_TOKENS = "ENGRAM_SUMMARY_THRESHOLD_TOKENS"
@@ -208,6 +211,13 @@ class Settings:
     chat_model_routes: str | None = setting(None, ENV_CHAT_MODEL_ROUTES)  # "pattern=provider[,...]" (chat.routing)
     chat_timeout_s: float = setting(120.0, ENV_CHAT_TIMEOUT_S)  # per backend call
     chat_max_retries: int = setting(2, ENV_CHAT_MAX_RETRIES)  # retries on 429/5xx/timeouts, exponential backoff
+    # The Responses API's mcp tool (chalicelib/responses/mcp_tool.py): remote MCP servers are reached only at public
+    # addresses unless listed here ("localhost,127.0.0.0/8,::1": host names, addresses, CIDR ranges; "*": anything;
+    # the local stack allows loopback), each listing or call within this many seconds, each answer at most this many
+    # bytes.
+    mcp_allowed_hosts: str | None = setting(None, ENV_MCP_ALLOWED_HOSTS)
+    mcp_timeout_s: float = setting(20.0, ENV_MCP_TIMEOUT_S)
+    mcp_max_response_bytes: int = setting(1024 * 1024, ENV_MCP_MAX_RESPONSE_BYTES)
     summary_model: str | None = setting(None, ENV_SUMMARY_MODEL)  # smaller model for summaries; None → request's
     # History above this many tokens gets its older turns summarized.
     summary_threshold_tokens: int = setting(8000, ENV_SUMMARY_THRESHOLD_TOKENS)

@@ -33,6 +33,10 @@ CONVERSATION = "conv_"
 AGENT = "agent_"
 EXCHANGE = "exch_"
 MEMORY_SEARCH_CALL = "msc_"
+MCP_LIST_TOOLS = "mcpl_"  # the Responses API's mcp tool items (OpenAI's prefixes)
+MCP_CALL = "mcp_"
+MCP_APPROVAL_REQUEST = "mcpr_"
+MCP_APPROVAL_RESPONSE = "mcpa_"
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # ASCII order
 _TIME_LEN = 10  # 62**10 µs ≈ 26,000 years

@@ -28,6 +28,7 @@ from engram_cli import (
     conversations_cli,
     demo_memory,
     jobs_cli,
+    keys_cli,
     memory_cli,
     service,
     stores_cli,
@@ -375,6 +376,26 @@ def pump(workers: int = typer.Option(1, "--workers", help="Pollers per queue (co
         running.stop()
 
 
+@app.command("mcp")
+def mcp_stdio(api_key: str | None = typer.Option(None, "--api-key", envvar="ENGRAM_API_KEY",
+                                                help="Act as this API key (its tenant, permissions and memory "
+                                                     "scope); default: ENGRAM_TENANT with full access.")) -> None:
+    """Serve Engram's MCP tools (memory and knowledge) over stdin/stdout, for desktop clients on this machine
+    (Claude Desktop, Cursor, ...): the same tools as the API's /mcp, on this data folder's database."""
+    from chalicelib.access import FULL
+    from chalicelib.api import mcp_server
+    from chalicelib.api.context import acting_as, resolve_access
+
+    try:
+        tenant, grants = resolve_access(f"Bearer {api_key}") if api_key else (settings().tenant, FULL)
+    except EngramError as exc:
+        _fail(exc)
+    kind = "full access" if grants.full else "a restricted key"
+    err_console.print(f"engram mcp: serving tenant {tenant!r} over stdio ({kind})")
+    with acting_as(tenant, grants):
+        mcp_server.serve_stdio()
+
+
 @app.command()
 def drop(paths: list[Path] = typer.Argument(..., exists=True, help="Files or folders (recursive)."),
          store: str = typer.Option(..., "--store", "-s", help="Vector store name or id (created if missing)."),
@@ -445,68 +466,7 @@ app.add_typer(agents_cli.app, name="agents")
 app.add_typer(tenants_cli.app, name="tenants")
 app.add_typer(conversations_cli.app, name="conversations")
 
-keys_app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
-                       no_args_is_help=True)
-app.add_typer(keys_app, name="keys")
-
-
-def _when(value: Any) -> str:
-    return value.astimezone().strftime("%Y-%m-%d %H:%M") if value is not None else ""
-
-
-def _key_dict(key: api_keys.ApiKey) -> dict[str, Any]:
-    """JSON shape of an API key (times in Unix seconds, null when unset); never the secret or its hash."""
-    def ts(value: Any) -> int | None:
-        return int(value.timestamp()) if value is not None else None
-
-    return {"id": key.id, "tenant_id": key.tenant_id, "name": key.name, "key_hint": key.key_hint,
-            "created_at": ts(key.created_at), "last_used_at": ts(key.last_used_at), "revoked_at": ts(key.revoked_at)}
-
-
-@keys_app.command("create")
-def keys_create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant the key acts as (created if new)."),
-                name: str | None = typer.Option(None, "--name", help="A label for the key.")) -> None:
-    """Create an API key; the secret is printed once, alone on the last line of stdout."""
-    try:
-        with deps.connect() as conn:
-            key, secret = api_keys.create_key(conn, tenant, name)
-    except EngramError as exc:
-        _fail(exc)
-    err_console.print(f"created API key {key.id} for tenant {key.tenant_id!r}"
-                      + (f" ({escape(key.name)})" if key.name else "") + " — store the key now, it is not shown again:")
-    print(secret)
-
-
-@keys_app.command("list")
-def keys_list(tenant: str | None = typer.Option(None, "--tenant", "-t", help="Only this tenant's keys."),
-              as_json: bool = typer.Option(False, "--json", help="Print the keys as a JSON list.")) -> None:
-    """List API keys (all tenants unless --tenant), oldest first, revoked ones included."""
-    with deps.connect() as conn:
-        keys = api_keys.list_keys(conn, tenant)
-    if as_json:
-        print(json.dumps([_key_dict(k) for k in keys], indent=2))
-        return
-    table = Table(title="API keys" + (f" of tenant {tenant!r}" if tenant else ""))
-    for column in ("id", "tenant", "name", "hint", "created", "last used", "revoked"):
-        table.add_column(column, no_wrap=column in ("id", "hint"), overflow="fold")  # ids are copied from here whole
-    for k in keys:
-        table.add_row(k.id, k.tenant_id, escape(k.name or ""), k.key_hint, _when(k.created_at), _when(k.last_used_at),
-                      f"[red]{_when(k.revoked_at)}[/]" if k.revoked_at else "")
-    console.print(table)
-
-
-@keys_app.command("revoke")
-def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (key_...), as shown by `engram keys list`.")
-                ) -> None:
-    """Revoke an API key: requests using it are refused from now on. Exit 1 if unknown or already revoked."""
-    with deps.connect() as conn:
-        if api_keys.revoke_key(conn, key_id):
-            console.print(f"revoked API key {escape(key_id)}")
-            return
-        known = any(k.id == key_id for k in api_keys.list_keys(conn))
-    reason = "is already revoked" if known else "does not exist (see `engram keys list`)"
-    err_console.print(f"[bold red]error[/]: API key {escape(repr(key_id))} {reason}")
-    raise typer.Exit(code=1)
+app.add_typer(keys_cli.app, name="keys")
 
 
 def main() -> Any:

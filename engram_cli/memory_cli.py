@@ -206,10 +206,15 @@ def get(memory_id: str = typer.Argument(..., help="mem_..."), tenant: str | None
             body = objects.memory_object(memory.get(conn, _context(tenant), memory_id))
     except EngramError as exc:
         _fail(exc)
+    _show_object(memory_id, body, as_json)
+
+
+def _show_object(title: str, body: dict[str, Any], as_json: bool) -> None:
+    """One wire object: JSON, or a two-column table (times shown as dates, lists and objects as JSON)."""
     if as_json:
         print(json.dumps(body, indent=2, ensure_ascii=False))
         return
-    table = Table(title=memory_id, show_header=False)
+    table = Table(title=title, show_header=False)
     for key, value in body.items():
         shown = _when(value) if key.endswith(("_at", "valid_from", "valid_to")) and isinstance(value, int) else value
         table.add_row(key, escape(json.dumps(shown, ensure_ascii=False) if isinstance(shown, dict | list)
@@ -360,14 +365,7 @@ def get_exchange(exchange_id: str = typer.Argument(..., help="exch_..."), tenant
             body = objects.exchange_object(memory.exchange(conn, _context(tenant), exchange_id))
     except EngramError as exc:
         _fail(exc)
-    if as_json:
-        print(json.dumps(body, indent=2, ensure_ascii=False))
-        return
-    table = Table(title=exchange_id, show_header=False)
-    for key, value in body.items():
-        table.add_row(key, escape(json.dumps(value, ensure_ascii=False) if isinstance(value, list) else
-                                  str(_when(value) if key == "created_at" else value if value is not None else "")))
-    console.print(table)
+    _show_object(exchange_id, body, as_json)
 
 
 @exchanges_app.command("delete")

@@ -1,6 +1,6 @@
 """Build Engram's AWS deployment: the dependency layers, the code package and the CloudFormation (SAM) template.
 
-    python -m infra.build layer     # requirements.txt for Lambda → build/aws/{dependencies,parsers}-layer.zip (PyPI)
+    python -m infra.build layer     # requirements.txt for Lambda → build/aws/{dependencies,mcp,parsers}-layer.zip
     python -m infra.build package   # code package + template → build/aws/{deployment.zip,template.json} (offline)
         [--drop-tenants acme,beta]  # + one IAM managed policy per tenant: write <tenant>/* in the drop bucket only
     python -m infra.build all       # both
@@ -26,6 +26,13 @@ typing-extensions) ships once, in the dependencies layer. Trade-off: the layers 
 tags instead of Chalice's dependency builder, so a dependency without a manylinux2014 wheel fails the layer build
 instead of being compiled from source (none does today); in exchange the code package stays small and deploys
 fast, and the layers are rebuilt only when requirements.txt changes.
+
+A third layer, ``mcp-layer.zip`` (``mcp``: the official MCP SDK, :data:`MCP_REQUIREMENTS`, and what only it pulls
+in: starlette, sse-starlette, uvicorn, jsonschema, opentelemetry-api, pyjwt and cryptography — the SDK's server
+seals its multi-round-trip state with AES-GCM), goes to the functions that serve ``/mcp`` or run the Responses API's
+``mcp`` tool: the API and the streaming front. It comes from its own resolution over the dependencies layer (the same
+check: it must not change a version the dependencies layer holds), so cryptography ships in both the MCP and the
+parsers' layer and no function has both (each stays under 50 MB; the ingest function keeps its size).
 """
 
 from __future__ import annotations
@@ -61,7 +68,13 @@ PARSERS_LAYER_ZIP = "parsers-layer.zip"  # the functions that parse documents (P
 PARSERS_LAYER = "ParsersLayer"
 # The document parsers' requirements (chalicelib/ingest/parse/): only the parsing functions ship them and what they
 # pull in (cryptography for pdfminer.six, lxml, ...; ~40 MB of the ~65 MB all requirements take).
-LAYER_ZIPS = {"DependenciesLayer": LAYER_ZIP, PARSERS_LAYER: PARSERS_LAYER_ZIP}  # template logical id → zip
+MCP_LAYER_ZIP = "mcp-layer.zip"  # the functions that serve /mcp or call MCP servers (McpLayer): API, StreamingFront
+MCP_LAYER = "McpLayer"
+# The MCP SDK: only the functions with the MCP layer ship it and what it pulls in (~18 MB with cryptography).
+MCP_REQUIREMENTS = ("mcp",)
+MCP_FUNCTIONS = ("APIHandler", "StreamingFront")
+LAYER_ZIPS = {"DependenciesLayer": LAYER_ZIP, PARSERS_LAYER: PARSERS_LAYER_ZIP,
+              MCP_LAYER: MCP_LAYER_ZIP}  # template logical id → zip
 PARSER_REQUIREMENTS = ("pypdf", "pdfminer-six", "charset-normalizer", "python-docx", "python-bidi",
                        "beautifulsoup4", "lxml")
 # Lambda's Python 3.11 runtime: Amazon Linux 2 (glibc 2.26), x86_64 — manylinux2014 (glibc 2.17) wheels run there.
@@ -400,39 +413,46 @@ def _intrinsic(value: dict[str, Any]) -> bool:
 
 def build_layers(out: Path, *, requirements: Path = PROJECT / "requirements.txt") -> dict[str, Path]:
     """pip-install ``requirements`` for Lambda (manylinux2014 x86_64, CPython 3.11, wheels only) and split the
-    result into the two layer zips (``python/`` at their root, as Lambda expects): ``out/dependencies-layer.zip``
-    (everything but the parsers' requirements and what only they pull in) and ``out/parsers-layer.zip`` (the
-    rest). Returns ``{"dependencies": path, "parsers": path}``. Needs PyPI.
+    result into the three layer zips (``python/`` at their root, as Lambda expects): ``out/dependencies-layer.zip``
+    (everything but the parsers' and the MCP SDK's requirements and what only they pull in),
+    ``out/parsers-layer.zip`` and ``out/mcp-layer.zip`` (what each adds to the dependencies layer). Returns
+    ``{"dependencies": path, "parsers": path, "mcp": path}``. Needs PyPI.
 
     Raises:
         subprocess.CalledProcessError: pip failed (e.g. a dependency without a matching wheel).
-        RuntimeError: the parsers' requirements change the version of a package the dependencies layer holds.
+        RuntimeError: the parsers' or the MCP SDK's requirements change the version of a package the dependencies
+            layer holds.
     """
     out.mkdir(parents=True, exist_ok=True)
     wanted = [line.strip() for line in requirements.read_text().splitlines()
               if line.strip() and not line.lstrip().startswith("#")
               and _requirement_name(line) not in LAYER_EXCLUDED_REQUIREMENTS]
-    core = [line for line in wanted if _requirement_name(line) not in PARSER_REQUIREMENTS]
+    extras = {"parsers": PARSER_REQUIREMENTS, "mcp": MCP_REQUIREMENTS}
+    core = [line for line in wanted if not any(_requirement_name(line) in names for names in extras.values())]
     with tempfile.TemporaryDirectory() as tmp:
         base = _pip_install(core, Path(tmp) / "core")
-        full = _pip_install(wanted, Path(tmp) / "full")
         shared = {entry.name for entry in base.iterdir()}
-        changed = sorted(name for name in shared if name.endswith(".dist-info") and not (full / name).exists())
-        if changed:
-            raise RuntimeError(f"the parsers' requirements change these packages' versions: {changed}")
-        parsers = Path(tmp) / "parsers"
-        parsers.mkdir()
-        for entry in full.iterdir():
-            if entry.name not in shared:
-                shutil.move(str(entry), parsers / entry.name)
-        layers = {"dependencies": out / LAYER_ZIP, "parsers": out / PARSERS_LAYER_ZIP}
-        for site in (base, parsers):
+        sites = {"dependencies": base}
+        for layer, names in extras.items():
+            full = _pip_install(core + [line for line in wanted if _requirement_name(line) in names],
+                                Path(tmp) / f"full-{layer}")
+            changed = sorted(name for name in shared if name.endswith(".dist-info") and not (full / name).exists())
+            if changed:
+                raise RuntimeError(f"the {layer} layer's requirements change these packages' versions: {changed}")
+            sites[layer] = Path(tmp) / layer
+            sites[layer].mkdir()
+            for entry in full.iterdir():
+                if entry.name not in shared:
+                    shutil.move(str(entry), sites[layer] / entry.name)
+        layers = {"dependencies": out / LAYER_ZIP, "parsers": out / PARSERS_LAYER_ZIP, "mcp": out / MCP_LAYER_ZIP}
+        for site in sites.values():
             _prune(site)
             _strip(site)
-        # Bytecode for what `import app` loads (every function's cold start); the parsers are imported on first use.
+        # Bytecode for what `import app` loads (every function's cold start); the parsers and the MCP SDK are
+        # imported on first use.
         _compile_app_imports(base)
-        _zip_dir(base, layers["dependencies"], prefix="python")
-        _zip_dir(parsers, layers["parsers"], prefix="python")
+        for layer, site in sites.items():
+            _zip_dir(site, layers[layer], prefix="python")
     return layers
 
 
@@ -594,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(template)
         print(args.out / CODE_ZIP)
-        for layer in (LAYER_ZIP, PARSERS_LAYER_ZIP):
+        for layer in LAYER_ZIPS.values():
             if not (args.out / layer).exists():
                 print(f"note: {args.out / layer} is missing; run `python -m infra.build layer` before deploying",
                       file=sys.stderr)

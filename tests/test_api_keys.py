@@ -136,3 +136,56 @@ def test_cli_create_prints_the_key_last_and_it_resolves(cli, conn):
 def test_cli_create_rejects_a_bad_tenant_name(cli):
     result = cli("keys", "create", "--tenant", "bad name", expect=2)
     assert "Invalid tenant name" in result.output and result.stdout.strip() == ""
+
+
+def test_grants_are_stored_and_resolved_for_a_role_without_access_to_the_table(conn):
+    from chalicelib.access import FULL, Access
+
+    full, full_secret = api_keys.create_key(conn, "grants")
+    limited, secret = api_keys.create_key(conn, "grants", "desktop", grants=Access(
+        {"files": "none", "vector_stores": "read", "memories": "write"}, {"user_id": "alice"}))
+    assert full.permissions is None and full.memory_scope is None  # full access is stored as NULLs
+    assert limited.permissions == {"files": "none", "vector_stores": "read", "responses": "none",
+                                   "memories": "write"}
+    assert limited.memory_scope == {"user_id": "alice"}
+    conn.execute("SET ROLE engram_app")
+    try:
+        tenant, grants = api_keys.grants_for_key(conn, secret)
+        assert api_keys.grants_for_key(conn, full_secret) == ("grants", FULL)
+        assert api_keys.grants_for_key(conn, secret + "x") is None
+    finally:
+        conn.execute("RESET ROLE")
+    assert tenant == "grants" and not grants.full and grants.memory_scope == {"user_id": "alice"}
+    assert grants.allows("vector_stores", "read") and not grants.allows("vector_stores", "write")
+    assert grants.allows("memories", "read") and not grants.allows("files", "read")
+
+
+@pytest.mark.parametrize("permissions, scope, param", [
+    ({"files": "admin"}, None, "permissions.files"), ({"models": "read"}, None, "permissions"),
+    (None, {"user_id": ""}, "memory_scope.user_id"), (None, {"team_id": "x"}, "memory_scope"),
+    (None, {"user_id": "x" * 129}, "memory_scope.user_id")])
+def test_malformed_grants_are_refused(conn, permissions, scope, param):
+    from chalicelib.access import Access
+
+    with pytest.raises(InvalidRequestError) as info:
+        api_keys.create_key(conn, "grants-bad", grants=Access(permissions or {"files": "write"}, scope or {}))
+    assert info.value.param == param
+
+
+def test_cli_creates_restricted_and_bound_keys(cli, conn):
+    secret = cli("keys", "create", "--tenant", "cli-grants", "--name", "claude", "--memories", "write",
+                 "--vector-stores", "read", "--user-id", "alice").stdout.splitlines()[-1]
+    tenant, grants = api_keys.grants_for_key(conn, secret)
+    assert tenant == "cli-grants" and dict(grants.memory_scope) == {"user_id": "alice"}
+    assert grants.as_dict()["permissions"] == {"files": "none", "vector_stores": "read", "responses": "none",
+                                               "memories": "write"}
+    reader = cli("keys", "create", "--tenant", "cli-grants", "--read-only", "--memories", "none")
+    assert "files read" in " ".join(reader.output.split())
+    _, read_only = api_keys.grants_for_key(conn, reader.stdout.splitlines()[-1])
+    assert read_only.as_dict()["permissions"] == {"files": "read", "vector_stores": "read", "responses": "read",
+                                                  "memories": "none"}
+    listed = json.loads(cli("keys", "list", "--tenant", "cli-grants", "--json").stdout)
+    assert listed[0]["memory_scope"] == {"user_id": "alice"} and listed[0]["permissions"]["memories"] == "write"
+    assert listed[1]["memory_scope"] is None
+    bad = cli("keys", "create", "--tenant", "cli-grants", "--files", "admin", expect=2)
+    assert "Invalid level" in bad.output and bad.stdout.strip() == ""

@@ -21,7 +21,7 @@ PACKAGE = REPO / "chalicelib"
 # never one above. jobs.model holds plain value types (a job's context and result) every layer may use.
 LAYERS = [
     {"errors", "ids", "config", "wire", "validation", "http_retry", "aws", "entrypoints", "observability",
-     "jobs.model"},
+     "access", "jobs.model"},
     {"embed", "chat", "store", "dispatch", "qdrant"},
     {"deps"},
     {"search", "ingest", "responses", "memory"},

@@ -1,9 +1,11 @@
 """Who is calling, and the database connection a request works through.
 
 :func:`authenticate` (Chalice HTTP middleware) resolves ``Authorization: Bearer <key>`` (or ``Token <key>``, the
-scheme mem0's clients send) to a tenant once per request; routes then use :func:`tenant_db`, a pooled connection
-acting as the row-level-security role for that tenant, and :func:`current_tenant` for their own
-``WHERE tenant_id = ...``. Two walls: a route that forgot its tenant filter still cannot read another tenant's rows.
+scheme mem0's clients send) to a tenant and what the key may do (:mod:`chalicelib.access`) once per request;
+routes then use :func:`tenant_db`, a pooled connection acting as the row-level-security role for that tenant,
+:func:`current_tenant` for their own ``WHERE tenant_id = ...`` and :func:`current_access` for the key's grants
+(checked per route by :mod:`chalicelib.api.permissions`, and by the memory service for a key bound to a memory
+scope). Two walls: a route that forgot its tenant filter still cannot read another tenant's rows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 import psycopg
 
 from chalicelib import deps
+from chalicelib.access import FULL, Access
 from chalicelib.errors import AuthenticationError
 
 # Paths served without a key: the readiness and liveness probes (chalicelib.api.health).
@@ -30,7 +33,8 @@ KEY_CACHE_TTL_S = 10.0
 _KEY_CACHE_MAX = 1024
 
 _tenant: contextvars.ContextVar[str | None] = contextvars.ContextVar("engram_tenant", default=None)
-_key_cache: dict[bytes, tuple[str, float]] = {}
+_access: contextvars.ContextVar[Access] = contextvars.ContextVar("engram_access", default=FULL)
+_key_cache: dict[bytes, tuple[str, Access, float]] = {}
 _key_cache_lock = threading.Lock()
 
 _MISSING_KEY = ("You didn't provide an API key. You need to provide your API key in an Authorization header "
@@ -43,10 +47,20 @@ def _hint(secret: str) -> str:
 
 def resolve_tenant(authorization: str | None) -> str:
     """The tenant an ``Authorization`` header value (``Bearer <key>`` or ``Token <key>``, see :data:`KEY_SCHEMES`)
-    authenticates.
+    authenticates (see :func:`resolve_access`).
 
-    In ``auth_mode = "dev"`` any key maps to ``settings.tenant``; otherwise the key must be one created
-    with ``engram keys create`` and not revoked.
+    Raises:
+        AuthenticationError: (401) the header is missing or malformed, or the key is unknown or revoked.
+    """
+    return resolve_access(authorization)[0]
+
+
+def resolve_access(authorization: str | None) -> tuple[str, Access]:
+    """``(tenant, grants)`` of an ``Authorization`` header value (``Bearer <key>`` or ``Token <key>``, see
+    :data:`KEY_SCHEMES`).
+
+    In ``auth_mode = "dev"`` any key maps to ``settings.tenant`` with full access; otherwise the key must be one
+    created with ``engram keys create`` and not revoked, and carries the grants it was created with.
 
     Raises:
         AuthenticationError: (401) the header is missing or malformed, or the key is unknown or revoked.
@@ -57,26 +71,27 @@ def resolve_tenant(authorization: str | None) -> str:
     if scheme.lower() not in KEY_SCHEMES or not secret:
         raise AuthenticationError(_MISSING_KEY, code="missing_api_key" if not authorization else "invalid_api_key")
     if config.auth_mode == "dev":
-        return config.tenant
+        return config.tenant, FULL
     from chalicelib.store import api_keys
 
     digest = api_keys.hash_key(secret)
     now = time.monotonic()
     with _key_cache_lock:
         cached = _key_cache.get(digest)
-    if cached and now - cached[1] < KEY_CACHE_TTL_S:
-        return cached[0]
+    if cached and now - cached[2] < KEY_CACHE_TTL_S:
+        return cached[0], cached[1]
     from chalicelib.store.db import pool
 
     with pool(config).connection() as conn:
-        tenant = api_keys.tenant_for_key(conn, secret)
-    if tenant is None:
+        found = api_keys.grants_for_key(conn, secret)
+    if found is None:
         raise AuthenticationError(f"Incorrect API key provided: {_hint(secret)}.", code="invalid_api_key")
+    tenant, grants = found
     with _key_cache_lock:
         if len(_key_cache) >= _KEY_CACHE_MAX:
             _key_cache.clear()
-        _key_cache[digest] = (tenant, now)
-    return tenant
+        _key_cache[digest] = (tenant, grants, now)
+    return tenant, grants
 
 
 def forget_keys() -> None:
@@ -94,15 +109,30 @@ def authenticate(event, get_response):
     """
     if event.context.get("resourcePath") in PUBLIC_PATHS:
         return get_response(event)
-    tenant = resolve_tenant(event.headers.get("authorization"))
+    tenant, grants = resolve_access(event.headers.get("authorization"))
     from chalicelib import observability
 
     observability.set_tenant(tenant)
-    token = _tenant.set(tenant)
-    try:
+    with acting_as(tenant, grants):
         return get_response(event)
+
+
+@contextlib.contextmanager
+def acting_as(tenant: str, grants: Access = FULL) -> Iterator[None]:
+    """Make ``tenant`` and its key's ``grants`` the current caller for the block (the middleware above; the
+    streaming front; ``engram mcp``)."""
+    tenant_token, access_token = _tenant.set(tenant), _access.set(grants)
+    try:
+        yield
     finally:
-        _tenant.reset(token)
+        _tenant.reset(tenant_token)
+        _access.reset(access_token)
+
+
+def current_access() -> Access:
+    """What the current request's key may do (:data:`chalicelib.access.FULL` outside a request and in dev
+    auth)."""
+    return _access.get()
 
 
 def current_tenant() -> str:

@@ -223,7 +223,8 @@ def select(body: _Entities, *, metadata: bool = False, created: bool = False) ->
 
     Raises:
         InvalidRequestError: (400, ``param`` ``filters`` or the field) an ``app_id``, OR / NOT, an unknown or
-            unsupported filter, two different values for one id, or no id named at all.
+            unsupported filter, two different values for one id, or no id named at all (an API key bound to a
+            memory scope names its ids wherever the request does not: chalicelib.access).
     """
     out = Selection()
     if body.app_id not in (None, WILDCARD):
@@ -235,6 +236,10 @@ def select(body: _Entities, *, metadata: bool = False, created: bool = False) ->
             _entity(out, name, value, name)
     if body.filters is not None:
         _walk(out, body.filters, "filters", 0, [MAX_FILTER_CONDITIONS], metadata=metadata, created=created)
+    from chalicelib.api.context import current_access
+
+    for name, value in current_access().memory_scope.items():  # a key bound to a scope: its ids where none named
+        out.ids.setdefault(name, value)
     if not out.ids:
         raise InvalidRequestError("Name a scope: at least one of 'user_id', 'agent_id', 'run_id' (at the top level "
                                   "or in 'filters', e.g. {\"user_id\": \"alice\"}) is required.", param="filters",

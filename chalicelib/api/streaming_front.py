@@ -6,7 +6,8 @@ arrive in one piece at the end. This front writes each event to the socket as th
 The contract (one WSGI app, shared by AWS and ``engram serve``):
 
 - ``POST /v1/responses`` — authenticated exactly like the API (``Authorization: Bearer <key>`` resolved by
-  :func:`chalicelib.api.context.resolve_tenant`). With ``"stream": true`` the answer is ``200
+  :func:`chalicelib.api.context.resolve_access`, the key's permissions checked as the API checks them: 403
+  without ``responses.write``). With ``"stream": true`` the answer is ``200
   text/event-stream``, one ``event: <type>\\ndata: <json>\\n\\n`` block per event from
   :func:`chalicelib.responses.service.stream_events` (encoded by :func:`chalicelib.responses.sse.encode`),
   flushed per event; failures *during* the stream are events (``response.failed``), as OpenAI sends them.
@@ -65,7 +66,7 @@ import psycopg
 
 from chalicelib import deps
 from chalicelib.api import health as checks
-from chalicelib.api.context import resolve_tenant
+from chalicelib.api.context import resolve_access
 from chalicelib.api.middleware import database_unavailable, error_response
 from chalicelib.api.query import parse
 from chalicelib.errors import EngramError, NotFoundError
@@ -133,15 +134,16 @@ def handle(method: str, path: str, headers: Mapping[str, str], body: bytes, quer
         if method.upper() != "POST":
             raise NotFoundError(f"Invalid URL ({method.upper()} {route}): this endpoint only creates responses.",
                                 code=None)
-        tenant = resolve_tenant(lowered.get("authorization"))
+        tenant, grants = resolve_access(lowered.get("authorization"))
+        grants.require("responses", "write")  # the route's permission (chalicelib.api.permissions)
         parse({}, parse_qs(query, keep_blank_values=True))  # the route declares no parameter
         payload = parse_json_object(body)  # the API's own decoder: same 400s, before any event
         settings = deps.current_settings()
         from chalicelib.responses import service
 
         if payload.get("stream") is not True:
-            return _json(200, service.create_response(settings, tenant, payload))
-        events = service.stream_events(settings, tenant, payload)
+            return _json(200, service.create_response(settings, tenant, payload, access=grants))
+        events = service.stream_events(settings, tenant, payload, access=grants)
         logger.info("streaming response for tenant %s", tenant)
         return FrontResponse(200, list(SSE_HEADERS), _encoded(events, started), streaming=True)
     except EngramError as exc:

@@ -234,7 +234,7 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
     """
     now = now or datetime.now(UTC)
     where = compile_filter(query.filters, column="metadata")
-    scope = _scope(tenant_id, query, store.scope_rows(conn, tenant_id, query.scope))
+    scope = _scope(tenant_id, query)
     depth = max(MIN_CANDIDATES, 4 * query.top_k)
     # The scope's speakers the query names count through the speaker facet, not as words of the query.
     named = _named_speakers(query.query, store.speakers(conn, tenant_id, scope.predicate, scope.params)) \
@@ -245,10 +245,8 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
         started = time.perf_counter()
         vector = embedder.embed([text])[0]
         observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
-    index = store.hnsw_index(conn, embedder.dimension)
     ranked = rank(conn, MEMORIES, scope, [text], embedder=embedder, settings=settings, depth=depth,
-                  where=where, indexed_rows=index.indexed_rows, index=index,
-                  vectors=[vector] if vector is not None else None,
+                  where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
                   weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9))
     if not ranked:
         return Searched([], text, vector)
@@ -261,7 +259,7 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
             neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
             params.update(where.params)
     rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
-                             params=params, scope_rows=scope.rows)
+                             params=params)
     # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
     # neighbours neither leg returned have no keyword score.
     evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
@@ -393,9 +391,7 @@ def _score(row: store.Ranking, evidence: _Evidence, facts: _QueryFacts, strategy
     return row, round(base * factor, 6), details
 
 
-def _scope(tenant_id: str, query: Query, rows: int) -> Scope:
-    """The search's scope: its ids, the states it sees (active, live, or valid ``as_of``), types and creation
-    times; ``rows``: how many memories the scope's ids hold (:func:`store.scope_rows`, bounded)."""
+def _scope(tenant_id: str, query: Query) -> Scope:
     predicate, params = store.scope_predicate(query.scope)
     parts: list[sql.Composable] = [predicate]
     if query.as_of is not None:
@@ -414,7 +410,7 @@ def _scope(tenant_id: str, query: Query, rows: int) -> Scope:
     if query.created_before is not None:
         parts.append(sql.SQL("created_at <= %(created_before)s"))
         params["created_before"] = query.created_before
-    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=max(rows, 1))
+    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
 
 
 def scopes_of(hits: Sequence[Hit]) -> list[dict[str, str | None]]:

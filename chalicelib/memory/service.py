@@ -4,7 +4,8 @@ after) and the memory queue's handler. Nothing outside :mod:`chalicelib.memory` 
 (``tests/test_structure.py``).
 
 Every function takes a connection (the caller's: an API request's tenant connection, the CLI's, a job's) and a
-:class:`Context` — settings, tenant, embedder and the actor recorded in history — and does one use case:
+:class:`Context` — settings, tenant, embedder, the actor recorded in history and, for an API key bound to one
+(:mod:`chalicelib.access`), the memory scope every call is held to — and does one use case:
 
 - **add** (:func:`add`): validated messages → memories, inline (model calls, then one transaction) or as a job on
   the memory queue (``async``; by default when inference is on and a queue is configured), with an idempotency
@@ -34,7 +35,7 @@ import psycopg
 from chalicelib.config import Settings
 from chalicelib.dispatch.port import Delivery
 from chalicelib.embed.base import Embedder
-from chalicelib.errors import NotFoundError
+from chalicelib.errors import NotFoundError, PermissionDeniedError
 from chalicelib.memory import add_jobs, archive, audit, documents, exchanges, llm, manage, persona, store, write
 from chalicelib.memory import recall as ranking  # the search module (the service has recall_context)
 from chalicelib.memory.exchanges import Exchange
@@ -82,25 +83,64 @@ ENTITY_KINDS = ("user", "agent", "run")
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """Who acts on memory and with what: the ``settings``, the ``tenant_id``, the ``embedder`` and the ``actor``
-    recorded in history and audit (``api``, ``cli``, ``job:<name>``)."""
+    """Who acts on memory and with what: the ``settings``, the ``tenant_id``, the ``embedder``, the ``actor``
+    recorded in history and audit (``api``, ``cli``, ``job:<name>``) and ``bound``: the ids an API key is bound to
+    (``{"user_id": "alice"}``; empty: unbound).
+
+    A bound context holds every call to that scope (:meth:`within`): a scope a call names gets the bound ids it
+    leaves out, a different value for a bound id is refused (403), and a memory (or job) outside the scope is not
+    found (404), exactly as another tenant's."""
 
     settings: Settings
     tenant_id: str
     embedder: Embedder
     actor: str = "api"
+    bound: dict[str, str] = field(default_factory=dict)
+
+    def within(self, scope: MemoryScope | None) -> MemoryScope:
+        """``scope`` held to the bound ids (None: the bound scope itself).
+
+        Raises:
+            PermissionDeniedError: (403, ``memory_scope_not_permitted``) ``scope`` names another value for a bound
+                id; or no scope at all and the context is unbound (a programming error).
+        """
+        from chalicelib.access import hold_scope
+
+        named = hold_scope(self.bound, scope.as_dict() if scope is not None else {})
+        if not any(named.values()):
+            raise PermissionDeniedError("A memory scope is required.", code="memory_scope_not_permitted")
+        return MemoryScope(**named)
+
+    def holds(self, ids: Any) -> bool:
+        """Whether a row with ``user_id`` / ``agent_id`` / ``run_id`` attributes (a memory, a job) is in the bound
+        scope (always, unbound)."""
+        return all(getattr(ids, name) == value for name, value in self.bound.items())
 
 
-def context(settings: Settings, tenant_id: str, *, actor: str = "api", embedder: Embedder | None = None) -> Context:
+def context(settings: Settings, tenant_id: str, *, actor: str = "api", embedder: Embedder | None = None,
+            bound: dict[str, str] | None = None) -> Context:
     """The :class:`Context` for ``tenant_id`` with the configured embedder (built once per process; a local model
-    loads on first use, so reads that embed nothing never load it).
+    loads on first use, so reads that embed nothing never load it), held to ``bound`` (an API key's memory scope)
+    when given.
 
     Raises:
         ConfigurationError: the embedding settings cannot be honoured.
     """
     from chalicelib import deps
 
-    return Context(settings, tenant_id, embedder or deps.embedder(settings), actor)
+    return Context(settings, tenant_id, embedder or deps.embedder(settings), actor, dict(bound or {}))
+
+
+def _memory_in_scope(conn: psycopg.Connection, ctx: Context, memory_id: str, param: str = "memory_id") -> Memory:
+    """The memory ``memory_id`` if the context may see it.
+
+    Raises:
+        NotFoundError: no such memory for this tenant, or outside a bound context's scope.
+    """
+    found = store.get(conn, ctx.tenant_id, memory_id)
+    if not ctx.holds(found):
+        raise NotFoundError(f"No memory found with id '{memory_id}'.", param=param)
+    return found
 
 
 def model_name(settings: Settings) -> str | None:
@@ -147,6 +187,8 @@ def add(conn: psycopg.Connection, ctx: Context, request: write.AddRequest, *, ru
             refused the job (nothing written).
     """
     settings = ctx.settings
+    if ctx.bound:
+        request = dataclasses.replace(request, scope=ctx.within(request.scope))
     model = llm.required_model(settings) if request.infer and request.messages else None
     backend = llm.backend(settings, model) if model is not None else None  # also checks it is routable: a 400
     queued = run_async if run_async is not None else bool(model and settings.memory_queue)
@@ -185,7 +227,7 @@ def add_document(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, 
         DocumentError / UnsupportedFileError: the file cannot be parsed. UpstreamError: embedding failed (nothing
             written).
     """
-    return documents.add_document(conn, ctx.settings, ctx.tenant_id, scope, filename=filename, data=data,
+    return documents.add_document(conn, ctx.settings, ctx.tenant_id, ctx.within(scope), filename=filename, data=data,
                                   embedder=ctx.embedder, pinned=pinned)
 
 
@@ -193,9 +235,12 @@ def job(conn: psycopg.Connection, ctx: Context, job_id: str) -> add_jobs.AddJob:
     """An asynchronous add's job.
 
     Raises:
-        NotFoundError: no such job for this tenant.
+        NotFoundError: no such job for this tenant (or outside a bound context's scope).
     """
-    return add_jobs.get(conn, ctx.tenant_id, job_id)
+    found = add_jobs.get(conn, ctx.tenant_id, job_id)
+    if not ctx.holds(found):
+        raise NotFoundError(f"No memory job found with id '{job_id}'.", param="job_id")
+    return found
 
 
 def handle_add_job(message: add_jobs.AddJobMessage, delivery: Delivery) -> str:
@@ -228,6 +273,8 @@ def search(conn: psycopg.Connection, ctx: Context, query: ranking.Query, *, touc
     Raises:
         InvalidRequestError: a malformed filter. UpstreamError: embedding the query failed.
     """
+    if ctx.bound:
+        query = dataclasses.replace(query, scope=ctx.within(query.scope))
     return ranking.search(conn, ctx.settings, ctx.tenant_id, query, embedder=ctx.embedder, touch=touch)
 
 
@@ -237,20 +284,20 @@ def get(conn: psycopg.Connection, ctx: Context, memory_id: str) -> Memory:
     Raises:
         NotFoundError: no such memory for this tenant.
     """
-    return store.get(conn, ctx.tenant_id, memory_id)
+    return _memory_in_scope(conn, ctx, memory_id)
 
 
 def list_page(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, page: Page, *,
               memory_types: Sequence[str] | None = None, include_inactive: bool = False) -> tuple[list[Memory], bool]:
     """One page of the scope's memories, newest first by default (active ones unless ``include_inactive``):
     ``(rows, has_more)``."""
-    return store.list_page(conn, ctx.tenant_id, scope, page, memory_types=memory_types,
+    return store.list_page(conn, ctx.tenant_id, ctx.within(scope), page, memory_types=memory_types,
                            include_inactive=include_inactive)
 
 
 def count(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, include_inactive: bool = False) -> int:
     """How many memories :func:`list_page` pages through."""
-    return store.count(conn, ctx.tenant_id, scope, include_inactive=include_inactive)
+    return store.count(conn, ctx.tenant_id, ctx.within(scope), include_inactive=include_inactive)
 
 
 def history(conn: psycopg.Connection, ctx: Context, memory_id: str) -> tuple[list[store.HistoryRow],
@@ -265,15 +312,20 @@ def history(conn: psycopg.Connection, ctx: Context, memory_id: str) -> tuple[lis
     if not rows:
         raise NotFoundError(f"No memory found with id '{memory_id}'.", param="memory_id")
     try:
-        scope: MemoryScope | None = store.get(conn, ctx.tenant_id, memory_id).scope
+        found: Memory | None = store.get(conn, ctx.tenant_id, memory_id)
     except NotFoundError:
-        scope = None
-    return rows, scope
+        found = None
+    if ctx.bound and (found is None or not ctx.holds(found)):  # a deleted memory's scope is unknown: not shown
+        raise NotFoundError(f"No memory found with id '{memory_id}'.", param="memory_id")
+    return rows, found.scope if found is not None else None
 
 
 def stats(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, Any]:
-    """Counts of the tenant's (or one scope's) memories by status and, for active ones, by type, and of its stored
-    ``exchanges`` (:func:`chalicelib.memory.store.stats`'s keys plus ``exchanges``)."""
+    """Counts of the tenant's (or one scope's; a bound context's: its scope's) memories by status and, for active
+    ones, by type, and of its stored ``exchanges`` (:func:`chalicelib.memory.store.stats`'s keys plus
+    ``exchanges``)."""
+    if ctx.bound:
+        scope = ctx.within(scope)
     return {**store.stats(conn, ctx.tenant_id, scope), "exchanges": exchanges.count(conn, ctx.tenant_id, scope)}
 
 
@@ -281,41 +333,78 @@ def exchanges_page(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, p
                    thread_id: str | None = None, session_id: str | None = None) -> tuple[list[Exchange], bool]:
     """One cursor page of the scope's stored exchanges (seed 004's ``/vget``: optionally one ``thread_id`` or
     ``session_id``), newest first by default: ``(exchanges, has_more)``."""
-    return exchanges.list_page(conn, ctx.tenant_id, scope, page, thread_id=thread_id, session_id=session_id)
+    return exchanges.list_page(conn, ctx.tenant_id, ctx.within(scope), page, thread_id=thread_id,
+                               session_id=session_id)
 
 
 def exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> Exchange:
     """One stored exchange.
 
     Raises:
-        NotFoundError: no such exchange for this tenant.
+        NotFoundError: no such exchange for this tenant (or outside a bound context's scope).
     """
-    return exchanges.get(conn, ctx.tenant_id, exchange_id)
+    found = exchanges.get(conn, ctx.tenant_id, exchange_id)
+    if not ctx.holds(found):
+        raise NotFoundError(f"No exchange found with id '{exchange_id}'.", param="exchange_id")
+    return found
 
 
 def delete_exchange(conn: psycopg.Connection, ctx: Context, exchange_id: str) -> bool:
     """Delete one stored exchange (seed 004's ``/vdelete``: recall no longer finds it; the conversation or response
-    it came from is untouched); False when there was none."""
+    it came from is untouched); False when there was none (or it is outside a bound context's scope)."""
+    if ctx.bound:
+        try:
+            exchange(conn, ctx, exchange_id)
+        except NotFoundError:
+            return False
     return exchanges.delete(conn, ctx.tenant_id, exchange_id)
 
 
 def entities(conn: psycopg.Connection, ctx: Context, *, limit: int, offset: int = 0) -> tuple[list[store.Entity],
                                                                                           int]:
     """One page of the tenant's users, agents and runs holding memories, most recently changed first, with their
-    memory counts: ``(entities, how many in all)``."""
-    return store.entities(conn, ctx.tenant_id, limit=limit, offset=offset)
+    memory counts: ``(entities, how many in all)``. A bound context sees only the entities it is bound to."""
+    if not ctx.bound:
+        return store.entities(conn, ctx.tenant_id, limit=limit, offset=offset)
+    mine = {(name.removesuffix("_id"), value) for name, value in ctx.bound.items()}
+    rows: list[store.Entity] = []
+    step = 0
+    while True:  # a tenant's entities, a page at a time, keeping the bound ones (at most three)
+        page, total = store.entities(conn, ctx.tenant_id, limit=1000, offset=step)
+        rows += [row for row in page if (row.kind, row.name) in mine]
+        step += len(page)
+        if not page or step >= total or len(rows) == len(mine):
+            break
+    return rows[offset:offset + limit], len(rows)
 
 
 def audit_page(conn: psycopg.Connection, ctx: Context, *, limit: int, after: int | None = None, order: str = "desc",
                event: str | None = None, entity_id: str | None = None,
                user_id: str | None = None) -> tuple[list[audit.AuditRow], bool]:
-    """One page of the tenant's memory lifecycle audit (ids and counts, never text): ``(rows, has_more)``."""
-    return audit.list_page(conn, ctx.tenant_id, limit=limit, after=after, order=order, event=event,
-                           entity_id=entity_id, user_id=user_id)
+    """One page of the tenant's memory lifecycle audit (ids and counts, never text): ``(rows, has_more)``. A
+    context bound to a user sees that user's rows only (of its agent or run too, when bound to them).
+
+    Raises:
+        PermissionDeniedError: a bound context naming another user, or one bound to no user (the audit is read
+            per user).
+    """
+    if ctx.bound:
+        if "user_id" not in ctx.bound:
+            raise PermissionDeniedError("The memory audit is read per user; this API key is bound to no user.",
+                                        code="memory_scope_not_permitted")
+        user_id = ctx.within(MemoryScope(user_id=user_id) if user_id else None).user_id
+    rows, has_more = audit.list_page(conn, ctx.tenant_id, limit=limit, after=after, order=order, event=event,
+                                     entity_id=entity_id, user_id=user_id)
+    return [row for row in rows if ctx.holds(row)], has_more
 
 
 def profile(conn: psycopg.Connection, ctx: Context, user_id: str) -> Memory | None:
-    """The user's current persona (their profile document, a pinned ``persona`` memory), or None."""
+    """The user's current persona (their profile document, a pinned ``persona`` memory), or None.
+
+    Raises:
+        PermissionDeniedError: a bound context that may not read this user's memories as a whole.
+    """
+    _whole_user(ctx, user_id)
     memory_id = persona.current_persona(conn, ctx.tenant_id, user_id)
     return store.get(conn, ctx.tenant_id, memory_id) if memory_id else None
 
@@ -330,6 +419,7 @@ def update(conn: psycopg.Connection, ctx: Context, memory_id: str, *, text: str 
     Raises:
         NotFoundError, InvalidRequestError (``memory_not_active``), UpstreamError (embedding; nothing written).
     """
+    _memory_in_scope(conn, ctx, memory_id)
     return manage.update(conn, ctx.tenant_id, memory_id, text=text, changes=changes, embedder=ctx.embedder,
                          valid_from=valid_from, actor=ctx.actor)
 
@@ -341,12 +431,20 @@ def update_many(conn: psycopg.Connection, ctx: Context, updates: Sequence[manage
     Raises:
         NotFoundError / InvalidRequestError naming ``param[i].memory_id``; UpstreamError (nothing written).
     """
+    if ctx.bound:
+        for i, item in enumerate(updates):
+            _memory_in_scope(conn, ctx, item.memory_id, f"{param}[{i}].memory_id")
     return manage.update_many(conn, ctx.tenant_id, updates, embedder=ctx.embedder, actor=ctx.actor, param=param)
 
 
 def delete(conn: psycopg.Connection, ctx: Context, memory_id: str) -> bool:
     """Delete a memory and its earlier versions (their history keeps the events, not the text); False when there
-    was no such memory."""
+    was no such memory (or it is outside a bound context's scope)."""
+    if ctx.bound:
+        try:
+            _memory_in_scope(conn, ctx, memory_id)
+        except NotFoundError:
+            return False
     return manage.delete(conn, ctx.tenant_id, memory_id, actor=ctx.actor)
 
 
@@ -356,13 +454,26 @@ def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str
     Raises:
         NotFoundError: one of them does not exist (naming ``param[i].memory_id``; nothing deleted).
     """
+    if ctx.bound:
+        for i, memory_id in enumerate(memory_ids):
+            _memory_in_scope(conn, ctx, memory_id, f"{param}[{i}].memory_id")
     return manage.delete_many(conn, ctx.tenant_id, memory_ids, actor=ctx.actor, param=param)
 
 
 def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, int]:
-    """Remove exactly ``scope``'s memories and every row holding their text; rows removed per kind. ``scope`` None
-    purges every user, agent and run of the tenant (the API asks for ``all=true`` to say so)."""
-    return manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
+    """Remove exactly ``scope``'s memories (held to a bound context's scope) and every row holding their text; rows
+    removed per kind. ``scope`` None purges every user, agent and run of the tenant (the API asks for ``all=true``
+    to say so).
+
+    Raises:
+        PermissionDeniedError: ``scope`` names another value for a bound id, or a bound context asks for the whole
+            tenant.
+    """
+    if ctx.bound and scope is None:
+        raise PermissionDeniedError("This API key is bound to a memory scope; it cannot purge every scope of the "
+                                    "tenant (name its scope, or leave it out: the key's is used).",
+                                    param="all", code="memory_scope_not_permitted")
+    return manage.purge(conn, ctx.tenant_id, ctx.within(scope) if scope is not None else None, actor=ctx.actor)
 
 
 def delete_entity(conn: psycopg.Connection, ctx: Context, kind: str, name: str) -> dict[str, int]:
@@ -376,6 +487,7 @@ def restore(conn: psycopg.Connection, ctx: Context, memory_id: str) -> Memory:
     Raises:
         NotFoundError; InvalidRequestError (``memory_not_archived``).
     """
+    _memory_in_scope(conn, ctx, memory_id)
     return archive.restore(conn, ctx.tenant_id, memory_id, actor=ctx.actor)
 
 
@@ -387,6 +499,7 @@ def feedback(conn: psycopg.Connection, ctx: Context, memory_id: str, *, value: s
     Raises:
         NotFoundError: no such memory for this tenant.
     """
+    _memory_in_scope(conn, ctx, memory_id)
     return manage.feedback(conn, ctx.tenant_id, memory_id, value=value, reason=reason, actor=ctx.actor)
 
 
@@ -396,7 +509,9 @@ def generate_profile(conn: psycopg.Connection, ctx: Context, user_id: str) -> Me
 
     Raises:
         UpstreamError / UpstreamTimeoutError / RateLimitError: the model or the embedder failed.
+        PermissionDeniedError: a bound context that may not read this user's memories as a whole.
     """
+    _whole_user(ctx, user_id)
     backend, model = llm.optional_backend(ctx.settings)
     memory_id = persona.refresh_user(conn, ctx.tenant_id, user_id, embedder=ctx.embedder, backend=backend,
                                      model=model, actor=ctx.actor)
@@ -426,6 +541,7 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
     Raises:
         UpstreamError: embedding failed; psycopg errors (the caller degrades gracefully).
     """
+    scope = ctx.within(scope)
     if not text.strip():
         return Recalled()
     asked = ranking.searched(conn, ctx.settings, ctx.tenant_id, ranking.Query(query=text, scope=scope, top_k=top_k,
@@ -451,6 +567,7 @@ def remember(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, resp
     Raises:
         UpstreamError / ConfigurationError: the queue refused the job (nothing written).
     """
+    scope = ctx.within(scope)
     if not prompt.strip() or not answer.strip():
         return None
     infer = llm.model_name(ctx.settings) is not None
@@ -461,3 +578,14 @@ def remember(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, *, resp
     request = write.AddRequest(messages=messages, scope=scope, infer=infer, source_kind="response",
                                source_id=response_id, exchange=exchange)
     return add(conn, ctx, request, run_async=True).job
+
+
+def _whole_user(ctx: Context, user_id: str) -> None:
+    """Refuse a user-wide read (a persona) to a bound context that is not bound to exactly that user.
+
+    Raises:
+        PermissionDeniedError: bound to another user, or to an agent or run as well (403).
+    """
+    if ctx.bound and ctx.within(MemoryScope(user_id=user_id)) != MemoryScope(user_id=user_id):
+        raise PermissionDeniedError("A user's profile spans all of the user's memories; this API key is bound to "
+                                    "an agent or run as well.", code="memory_scope_not_permitted")

@@ -19,16 +19,11 @@ from psycopg.types.json import Jsonb
 from chalicelib.errors import NotFoundError
 from chalicelib.memory.active import ACTIVE
 from chalicelib.memory.model import Memory, MemoryScope
-from chalicelib.store.db import capabilities, one
+from chalicelib.store.db import one
 from chalicelib.store.paging import Page, keyset, trim
-from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HNSW_MAX_VECTOR_DIM, HnswIndex
 
 __all__ = [
     "ACCESS_GRANULARITY_S",
-    "MEMORY_HNSW_EF_CONSTRUCTION",
-    "MEMORY_HNSW_M",
-    "SCOPE_COUNT_BOUND",
-    "SCOPE_WINDOW_ROWS",
     "SPEAKER_SAMPLE",
     "Edit",
     "Entity",
@@ -39,18 +34,15 @@ __all__ = [
     "count",
     "delete",
     "edit",
-    "ensure_hnsw_index",
     "entities",
     "HistoryEvent",
     "fetch_by_seq",
     "Ranking",
     "candidates",
-    "candidates_statement",
     "find_by_hash",
     "find_by_hashes",
     "get",
     "history",
-    "hnsw_index",
     "insert",
     "insert_many",
     "list_page",
@@ -60,7 +52,6 @@ __all__ = [
     "record_many",
     "revise",
     "scope_predicate",
-    "scope_rows",
     "similar",
     "speakers",
     "stats",
@@ -76,18 +67,6 @@ ACCESS_GRANULARITY_S = 60
 # conversation's speakers recur in nearly every turn, so a sample this large holds those of its conversations; a
 # speaker it misses stays a word of the query (recall as without the rule).
 SPEAKER_SAMPLE = 1000
-
-# memories_hnsw_<dim> (migration 0027): the graph's parameters. ef_construction is half the chunks' (128): an add
-# writes its memories' graph entries in the request, and 64 is pgvector's default.
-MEMORY_HNSW_M = 16
-MEMORY_HNSW_EF_CONSTRUCTION = 64
-# How far :func:`scope_rows` counts a scope's memories: past it a scope counts as this many, "large" (a bounded
-# index-only count, ~0.3 ms at this bound; the vector leg's cost model needs no more to choose the graph).
-SCOPE_COUNT_BOUND = 5000
-# A scope of up to this many memories finds its candidates' neighbours with one window over it; a larger one with
-# index lookups per candidate (measured 2026-11-28, load ~2.5: the window costs ~1 ms at 100 rows, ~16 ms at 10,000;
-# the lookups ~7 ms for ~200 candidates at any size).
-SCOPE_WINDOW_ROWS = 2000
 
 _COLUMNS = """seq, id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, valid_to, superseded_by, invalidated_by, pinned,
@@ -128,23 +107,7 @@ _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq
 # of one (the memories one add stored together: same valid_from and source, i.e. one conversation's messages or
 # facts, in write order, among the scope's visible rows), its narrow ranking row, its own neighbours (a neighbour's
 # too) and its cosine similarity to the query vector (NULL without one, or for another embedding dimension).
-_NEIGHBOUR = """LEFT JOIN LATERAL (
-    SELECT x.seq FROM memories x
-    WHERE x.tenant_id = %(tenant)s AND x.valid_from = m.valid_from AND x.source_kind = m.source_kind
-      AND coalesce(x.source_id, '') = coalesce(m.source_id, '') AND x.seq {op} m.seq AND ({scope})
-    ORDER BY x.seq {order} LIMIT 1) AS {name} ON true"""
-_NEIGHBOURS_OF = """SELECT m.seq, p.seq AS prev, n.seq AS next
-    FROM {source} JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = s.seq {previous} {following}"""
-# Each candidate's neighbours, then those neighbours' own: two index lookups per row (memories_add, migration 0027),
-# never a pass over the scope.
 _NEIGHBOURS = """
-asked AS ({asked}),
-ids AS (SELECT seq FROM asked UNION SELECT prev FROM asked WHERE prev IS NOT NULL
-        UNION SELECT next FROM asked WHERE next IS NOT NULL),
-wanted AS ({wanted})"""
-# A small scope: one window over it numbers every row of each add (cheaper than index lookups per row while the
-# scope holds up to SCOPE_WINDOW_ROWS memories).
-_NEIGHBOURS_WINDOW = """
 ordered AS (
     SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM memories
     WHERE tenant_id = %(tenant)s AND ({scope})
@@ -163,13 +126,6 @@ SELECT m.seq, m.metadata->>'speaker' AS speaker, m.valid_from, m.source_kind, m.
          THEN 1 - (m.embedding <=> %(q)s::vector) END AS similarity, strpos(m.memory, '?') > 0 AS asks
 FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
 LEFT JOIN wanted w ON w.seq = m.seq"""
-_SCOPE_ROWS = """SELECT count(*) FROM (SELECT 1 FROM memories WHERE tenant_id = %(tenant)s AND {scope}
-LIMIT %(bound)s) AS bounded"""
-_HNSW = """SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
-       (SELECT o.opcname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-        JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE c.relname = %(name)s),
-       (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE relname = 'memories' AND relkind = 'r')"""
-_ENSURE_HNSW = "SELECT engram_ensure_memory_hnsw_index(%s, %s, %s, %s)"
 _SPEAKERS = """SELECT DISTINCT speaker FROM (
     SELECT metadata->>'speaker' AS speaker FROM memories WHERE tenant_id = %(tenant)s AND ({scope}) LIMIT %(limit)s
 ) AS sample WHERE speaker IS NOT NULL AND btrim(speaker) <> '' ORDER BY speaker"""
@@ -413,7 +369,6 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
               "embedding": new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding)),
               "index_text": new.index_text, "prompt_version": new.prompt_version,
               "episode_messages": Jsonb(new.episode_messages) if new.episode_messages is not None else None}
-    ensure_hnsw_index(conn, len(new.embedding))
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         row = cur.execute(_INSERT, params).fetchone()
     assert row is not None
@@ -437,8 +392,6 @@ def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[s
                 "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text,
                 "episode_messages": new.episode_messages, "prompt_version": new.prompt_version, "ord": i}
                for i, ((memory_id, new), vector) in enumerate(zip(rows, vectors))]
-    for dim in {v.dimensions() for v in vectors}:
-        ensure_hnsw_index(conn, dim)
     with conn.cursor(row_factory=class_row(Memory)) as cur:
         inserted = {m.id: m for m in cur.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload),
                                                                 "embeddings": vectors}).fetchall()}
@@ -475,27 +428,8 @@ def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], 
         return {m.seq: m for m in cur.fetchall()}
 
 
-def candidates_statement(neighbours: sql.Composable | None, *, scope_rows: int = 0) -> sql.Composed:
-    """:func:`candidates`' statement (parameters ``tenant``, ``seqs``, ``q``, ``dim`` and the ``neighbours``
-    predicate's): with neighbours, a window over a scope of up to :data:`SCOPE_WINDOW_ROWS` rows (``scope_rows``),
-    else two index lookups per row (``memories_add``), never a pass over the scope."""
-    rows: sql.Composable = sql.SQL(_ALONE)
-    if neighbours is not None and scope_rows <= SCOPE_WINDOW_ROWS:
-        rows = sql.SQL(_NEIGHBOURS_WINDOW).format(scope=neighbours)
-    elif neighbours is not None:
-        around = {"previous": sql.SQL(_NEIGHBOUR).format(op=sql.SQL("<"), order=sql.SQL("DESC"),
-                                                          name=sql.Identifier("p"), scope=neighbours),
-                  "following": sql.SQL(_NEIGHBOUR).format(op=sql.SQL(">"), order=sql.SQL("ASC"),
-                                                           name=sql.Identifier("n"), scope=neighbours)}
-        asked = sql.SQL(_NEIGHBOURS_OF).format(source=sql.SQL("unnest(%(seqs)s::bigint[]) AS s(seq)"), **around)
-        wanted = sql.SQL(_NEIGHBOURS_OF).format(source=sql.SQL("ids AS s"), **around)
-        rows = sql.SQL(_NEIGHBOURS).format(asked=asked, wanted=wanted)
-    return sql.SQL(_CANDIDATES).format(rows=rows)
-
-
 def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *, vector: Sequence[float] | None,
-               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None,
-               scope_rows: int = 0) -> list[Ranking]:
+               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
     """The :class:`Ranking` rows of the tenant's memories ``seqs`` (any order), with their similarity to
     ``vector``. With ``neighbours`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
     filters whose rows may be returned), also each one's neighbours among those rows (``previous`` /
@@ -505,52 +439,12 @@ def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *,
     if not seqs:
         return []
     query = None if vector is None else vector if isinstance(vector, Vector) else Vector(list(vector))
-    statement = candidates_statement(neighbours, scope_rows=scope_rows)
+    rows = sql.SQL(_NEIGHBOURS).format(scope=neighbours) if neighbours is not None else sql.SQL(_ALONE)
+    statement = sql.SQL(_CANDIDATES).format(rows=rows)
     values = {**(params or {}), "tenant": tenant_id, "seqs": list(seqs), "q": query,
               "dim": query.dimensions() if query is not None else 0}
     with conn.cursor(row_factory=class_row(Ranking)) as cur:
         return cur.execute(statement, values).fetchall()
-
-
-def scope_rows(conn: psycopg.Connection, tenant_id: str, scope: MemoryScope, *,
-               bound: int = SCOPE_COUNT_BOUND) -> int:
-    """How many memories (of any state) ``scope`` holds, counted up to ``bound`` (one index-only count through the
-    scope's btree, bounded whatever the history's size): an estimate for the vector leg's choice between an exact
-    scan and the HNSW graph."""
-    predicate, params = scope_predicate(scope)
-    statement = sql.SQL(_SCOPE_ROWS).format(scope=predicate)
-    return int(one(conn.execute(statement, {**params, "tenant": tenant_id, "bound": bound}))[0])
-
-
-def hnsw_index(conn: psycopg.Connection, dim: int) -> HnswIndex:
-    """The memories' HNSW index of ``dim`` dimensions (``memories_hnsw_<dim>``; ``kind`` None when there is none),
-    whether pgvector scans it iteratively (≥ 0.8) and how many memories the table holds (the planner's estimate:
-    sizes ``ef_search`` for a scope's share of them)."""
-    version, opclass, rows = one(conn.execute(_HNSW, {"name": f"memories_hnsw_{dim}"}))
-    parsed = tuple(int(part) for part in version.split(".")) if version else (0,)
-    kind = None if opclass is None else ("halfvec" if opclass.startswith("halfvec") else "vector")
-    return HnswIndex(kind=kind, iterative_scan=parsed >= (0, 8, 0), indexed_rows=int(rows or 0))
-
-
-_ensured: set[tuple[str, int]] = set()
-
-
-def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
-    """Create ``memories_hnsw_<dim>`` (cosine, over ``halfvec`` where pgvector has it) if missing — once per process
-    and database; dimensions pgvector cannot index get none (their scopes are read exactly). Migration 0027 built the
-    indexes of the dimensions stored before it, so only a new dimension's first add builds one (over no rows)."""
-    key = (conn.info.dbname, dim)
-    if key in _ensured:
-        return
-    halfvec = capabilities(conn).halfvec
-    if dim <= (HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM):
-        try:
-            with conn.transaction():  # a savepoint: losing a race leaves the caller's transaction usable
-                conn.execute(_ENSURE_HNSW, (dim, "halfvec" if halfvec else "vector", MEMORY_HNSW_M,
-                                            MEMORY_HNSW_EF_CONSTRUCTION))
-        except psycopg.errors.UniqueViolation:
-            pass  # a concurrent add created it first
-    _ensured.add(key)
 
 
 def speakers(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, params: dict[str, Any], *,

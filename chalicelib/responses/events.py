@@ -78,3 +78,21 @@ class Emitter:
         """``response.function_call_arguments.done``."""
         return self.event("response.function_call_arguments.done", item_id=item_id, output_index=index,
                           name=name, arguments=arguments)
+
+    # ---- mcp ----
+    def mcp_list_tools(self, phase: str, index: int, item_id: str) -> dict[str, Any]:
+        """``response.mcp_list_tools.in_progress | completed | failed``."""
+        return self.event(f"response.mcp_list_tools.{phase}", output_index=index, item_id=item_id)
+
+    def mcp_call(self, phase: str, index: int, item_id: str) -> dict[str, Any]:
+        """``response.mcp_call.in_progress | completed | failed``."""
+        return self.event(f"response.mcp_call.{phase}", output_index=index, item_id=item_id)
+
+    def mcp_arguments_delta(self, index: int, item_id: str, delta: str) -> dict[str, Any]:
+        """``response.mcp_call_arguments.delta``."""
+        return self.event("response.mcp_call_arguments.delta", item_id=item_id, output_index=index, delta=delta)
+
+    def mcp_arguments_done(self, index: int, item_id: str, arguments: str) -> dict[str, Any]:
+        """``response.mcp_call_arguments.done``."""
+        return self.event("response.mcp_call_arguments.done", item_id=item_id, output_index=index,
+                          arguments=arguments)

@@ -1,7 +1,9 @@
 """Response items on the wire (input and output) and the chat messages a conversation of items becomes.
 
 Items are plain dicts in OpenAI's shapes (SDK ``types/responses``): ``message`` (``msg_``), ``file_search_call``
-(``fs_``), ``function_call`` (``fc_``; ``call_id`` links it to the client's ``function_call_output``, ``fco_``).
+(``fs_``), ``function_call`` (``fc_``; ``call_id`` links it to the client's ``function_call_output``, ``fco_``),
+and the ``mcp`` tool's ``mcp_list_tools`` (``mcpl_``), ``mcp_call`` (``mcp_``), ``mcp_approval_request``
+(``mcpr_``) and the client's ``mcp_approval_response``.
 Stored items always keep ``file_search_call.results``; :mod:`objects` removes them when not included. Engram's
 ``memory_search_call`` item is never an input item (:func:`input_items` drops one sent back) and never becomes a
 chat message (:func:`to_messages` skips it): what recall found reaches the model only through the instructions.
@@ -9,7 +11,9 @@ chat message (:func:`to_messages` skips it): what recall found reaches the model
 Chat mapping (Chat Completions rules: every assistant ``tool_calls`` entry is answered by a ``tool`` message that
 follows it): consecutive call items form one assistant message (joined to the assistant text just before them);
 a ``file_search_call`` is answered by its results (formatted by :mod:`tools`), a ``function_call`` by the
-client's ``function_call_output``; ``developer`` messages become ``system`` messages.
+client's ``function_call_output``, an ``mcp_call`` by its output or error; ``mcp_list_tools`` and the approval items
+stand for no message (the tools are offered, an approved call becomes an ``mcp_call``); ``developer`` messages become
+``system`` messages.
 """
 
 from __future__ import annotations
@@ -56,6 +60,31 @@ def function_call(call_id: str, name: str, arguments: str, *, status: ItemStatus
             "call_id": call_id or ids.new_id(CALL), "name": name, "arguments": arguments}
 
 
+def mcp_list_tools(server_label: str, tools: list[dict[str, Any]], *, error: str | None = None,
+                   item_id: str | None = None) -> dict[str, Any]:
+    """An ``mcp_list_tools`` item: the server's (allowed) tools, ``{name, description, input_schema, annotations}``."""
+    return {"id": item_id or ids.new_id(ids.MCP_LIST_TOOLS), "type": "mcp_list_tools", "server_label": server_label,
+            "tools": tools, "error": error}
+
+
+def mcp_call(server_label: str, name: str, arguments: str, *, status: str = "in_progress",
+             output: str | None = None, error: dict[str, Any] | None = None, approval_request_id: str | None = None,
+             item_id: str | None = None) -> dict[str, Any]:
+    """An ``mcp_call`` item; ``error`` in OpenAI's ``McpToolCallError`` shapes (``mcp_protocol_error``,
+    ``mcp_tool_execution_error``, ``http_error``)."""
+    return {"id": item_id or ids.new_id(ids.MCP_CALL), "type": "mcp_call", "server_label": server_label,
+            "name": name, "arguments": arguments, "output": output, "error": error, "status": status,
+            "approval_request_id": approval_request_id}
+
+
+def mcp_approval_request(server_label: str, name: str, arguments: str, *,
+                         item_id: str | None = None) -> dict[str, Any]:
+    """An ``mcp_approval_request`` item: the call the model asked for, waiting for the client's
+    ``mcp_approval_response``."""
+    return {"id": item_id or ids.new_id(ids.MCP_APPROVAL_REQUEST), "type": "mcp_approval_request",
+            "server_label": server_label, "name": name, "arguments": arguments}
+
+
 def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
     """The request's input items in their stored/listed shape, each with an id (the client's when given);
     ``memory_search_call`` items are dropped (see :class:`schemas.MemorySearchCallItem`), so the list may be
@@ -77,6 +106,20 @@ def input_items(parsed: Iterable[schemas.InputItem]) -> list[dict[str, Any]]:
                 FileSearchResult(file_id=r.file_id, filename=r.filename, score=r.score, text=r.text,
                                  attributes=r.attributes) for r in item.results]
             out.append(file_search_call(list(item.queries), status="completed", results=results, item_id=item.id))
+        elif isinstance(item, schemas.McpListToolsItem):
+            out.append(mcp_list_tools(item.server_label, list(item.tools), error=item.error, item_id=item.id))
+        elif isinstance(item, schemas.McpCallItem):
+            error = {"type": "mcp_tool_execution_error", "content": item.error} if isinstance(item.error, str) \
+                else item.error
+            out.append(mcp_call(item.server_label, item.name, item.arguments, status=item.status or "completed",
+                                output=item.output, error=error, approval_request_id=item.approval_request_id,
+                                item_id=item.id))
+        elif isinstance(item, schemas.McpApprovalRequestItem):
+            out.append(mcp_approval_request(item.server_label, item.name, item.arguments, item_id=item.id))
+        elif isinstance(item, schemas.McpApprovalResponseItem):
+            out.append({"id": item.id or ids.new_id(ids.MCP_APPROVAL_RESPONSE), "type": "mcp_approval_response",
+                        "approval_request_id": item.approval_request_id, "approve": item.approve,
+                        "reason": item.reason})
     return out
 
 
@@ -122,10 +165,13 @@ def to_messages(items: Iterable[dict[str, Any]]) -> list[ChatMessage]:
     group_open = False
     for item in items:
         kind = item.get("type")
-        if kind == "memory_search_call":
+        if kind in ("memory_search_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"):
             continue
-        if kind in ("function_call", "file_search_call"):
-            if kind == "file_search_call":
+        if kind in ("function_call", "file_search_call", "mcp_call"):
+            if kind == "mcp_call":
+                call = ToolCall(id=item["id"], name=item["name"], arguments=item.get("arguments") or "")
+                answers.append(ChatMessage("tool", mcp_answer(item), tool_call_id=item["id"]))
+            elif kind == "file_search_call":
                 call = ToolCall(id=item["id"], name=FILE_SEARCH_TOOL,
                                 arguments=json.dumps({"queries": item.get("queries") or []}))
                 answers.append(ChatMessage("tool", format_results(item.get("queries") or [], item.get("results")),
@@ -148,6 +194,16 @@ def to_messages(items: Iterable[dict[str, Any]]) -> list[ChatMessage]:
             out.append(ChatMessage("system" if role == "developer" else role, text_of(item)))
     out.extend(answers)
     return out
+
+
+def mcp_answer(item: dict[str, Any]) -> str:
+    """What the model is told an ``mcp_call`` returned: its output, or its error."""
+    if item.get("error"):
+        error = item["error"]
+        detail = error.get("message") or json.dumps(error.get("content"))[:4000] if isinstance(error, dict) \
+            else str(error)
+        return f"The MCP tool call failed: {detail}"
+    return item.get("output") or ""
 
 
 def check_tool_outputs(messages: list[ChatMessage], *, param: str = "input") -> None:

@@ -13,6 +13,11 @@ makes is ignored, so its next answer is final. Without ``max_tool_calls`` the bu
 :data:`DEFAULT_MAX_TOOL_CALLS`. A forced ``tool_choice`` (``required``, a function, ``file_search``) applies to the
 first model call only; later calls use ``auto`` (otherwise a forced search would never end).
 ``parallel_tool_calls: false`` keeps only the first call of a model turn.
+
+Remote MCP servers (the ``mcp`` tool, :mod:`mcp_tool`): before the first model call their tools are listed (or
+reused from the context) and the calls the request's approvals answer are run; their tools are offered beside the
+functions, their calls run in the loop like searches (and count toward the budget), and a call that needs approval
+ends the response after that model turn with an ``mcp_approval_request`` item.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class LoopConfig:
     top_p: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     response_format: dict[str, Any] | None = None
+    mcp: Any = None  # the request's MCP servers (mcp_tool.Setup), None without mcp tools
 
 
 def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dict[str, Any]]:
@@ -73,9 +79,19 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
     budget = config.max_tool_calls
     choice: str | dict[str, Any] = config.tool_choice
     function_names = {spec.name for spec in config.function_tools}
+    remote = None
+    if config.mcp is not None:
+        from chalicelib.responses import mcp_tool
+
+        remote, notes = yield from mcp_tool.offer(config.mcp, state, emit, function_names)
+        if notes:
+            messages = _with_system_note(messages, "\n".join(notes))
+        messages.extend(items.to_messages((yield from mcp_tool.run_approved(config.mcp, state, emit))))
     while True:
         searchable = config.file_search is not None and budget > 0 and choice != "none"
         offered = ([tools.SPEC] if searchable else []) + list(config.function_tools)
+        if remote is not None and budget > 0 and choice != "none":
+            offered += remote.specs()
         if not offered or (choice == {"name": items.FILE_SEARCH_TOOL} and not searchable):
             choice = "none" if not offered else "auto"
         request = ChatRequest(model=config.model, messages=tuple(messages), tools=tuple(offered),
@@ -84,13 +100,21 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
                               top_p=config.top_p, response_format=config.response_format)
         result, message = yield from _model_call(config.backend, request, state, emit, sources)
         calls = [c for c in result.tool_calls
-                 if (c.name == items.FILE_SEARCH_TOOL and searchable) or c.name in function_names]
+                 if (c.name == items.FILE_SEARCH_TOOL and searchable) or c.name in function_names
+                 or (remote is not None and c.name in remote.tools)]
         if not config.parallel_tool_calls:
             calls = calls[:1]
         step = [message] if message is not None else []
         searched = called = 0
+        pending = False
         for call in calls:
-            if call.name == items.FILE_SEARCH_TOOL:
+            if remote is not None and call.name in remote.tools and call.name not in function_names:
+                if searched >= budget:
+                    continue  # over max_tool_calls: ignored, as a search is
+                searched += 1
+                item = yield from mcp_tool.handle_call(config.mcp, remote, call, state, emit)
+                pending = pending or item["type"] == "mcp_approval_request"
+            elif call.name == items.FILE_SEARCH_TOOL:
                 if searched >= budget:
                     continue  # over max_tool_calls: ignored, as OpenAI does
                 searched += 1
@@ -106,9 +130,16 @@ def run(config: LoopConfig, state: ResponseState, emit: Emitter) -> Iterator[dic
             reason = "max_output_tokens" if result.finish_reason == "length" else "content_filter"
             state.incomplete_details = {"reason": reason}
             return
-        if called or not searched:
+        if called or pending or not searched:
             return
         choice = "auto"
+
+
+def _with_system_note(messages: list[ChatMessage], note: str) -> list[ChatMessage]:
+    """``messages`` with ``note`` added to the system prompt (one is made when there is none)."""
+    if messages and messages[0].role == "system":
+        return [ChatMessage("system", f"{messages[0].content}\n\n{note}"), *messages[1:]]
+    return [ChatMessage("system", note), *messages]
 
 
 def _model_call(backend: ChatBackend, request: ChatRequest, state: ResponseState, emit: Emitter,

@@ -8,7 +8,7 @@ input models also take every field of the SDK's output items, so ``input=previou
 Engram's own ``memory_search_call`` item included (:class:`MemorySearchCallItem`: any fields, accepted and dropped).
 Input items are validated one by one (:func:`parse_input`) so errors name the item (``input[2].content[0].text``).
 What Engram does not implement is refused with a 400 naming the field rather than silently ignored: ``background``,
-``prompt``, tools other than ``file_search`` and ``function``,
+``prompt``, tools other than ``file_search``, ``function`` and ``mcp`` (remote servers by URL: no connectors),
 image/file input parts. ``conversation`` is checked by
 :func:`chalicelib.responses.conversations.requested`. Engram's extensions (``extra_body``): ``memory`` and ``agent``.
 """
@@ -107,7 +107,55 @@ class FunctionTool(_Body):
                 "strict": True if self.strict is None else self.strict}
 
 
-Tool = FileSearchTool | FunctionTool
+class McpToolFilter(_Body):
+    """An ``mcp`` tool's ``allowed_tools`` object, or one side of ``require_approval``: ``tool_names`` and/or
+    ``read_only`` (matches tools annotated ``readOnlyHint``)."""
+
+    tool_names: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, max_length=MAX_TOOLS)
+    read_only: bool | None = None
+
+
+class McpApprovalFilter(_Body):
+    """``require_approval`` as an object: the tools that ``always`` need approval and those that ``never`` do."""
+
+    always: McpToolFilter | None = None
+    never: McpToolFilter | None = None
+
+
+class McpTool(_Body):
+    """``{"type": "mcp", "server_label", "server_url", "allowed_tools", "require_approval", "headers",
+    "authorization", "server_description"}``: a remote MCP server's tools for the model
+    (:mod:`chalicelib.responses.mcp_tool`). ``headers`` and ``authorization`` are sent to the server only: never
+    stored, echoed or logged. ``require_approval`` defaults to ``always``, as OpenAI's. Connectors and tunnels
+    (``connector_id``, ``tunnel_id``) are OpenAI's own services: refused."""
+
+    type: Literal["mcp"]
+    server_label: str = Field(pattern=FUNCTION_NAME)
+    server_url: str | None = Field(default=None, min_length=1, max_length=2048)
+    allowed_tools: list[Annotated[str, Field(max_length=128)]] | McpToolFilter | None = None
+    require_approval: Literal["always", "never"] | McpApprovalFilter | None = None
+    headers: dict[str, Annotated[str, Field(max_length=8192)]] | None = None
+    authorization: str | None = Field(default=None, max_length=8192)
+    server_description: str | None = Field(default=None, max_length=4096)
+    connector_id: str | None = None
+    tunnel_id: str | None = None
+    # Accepted, not used (SDK Mcp).
+    allowed_callers: list[str] | None = None
+    defer_loading: bool | None = None
+
+    def echo(self) -> dict[str, Any]:
+        """The tool as the Response object shows it: no ``authorization``, and ``headers`` null (secrets are sent
+        to the server only)."""
+        allowed = self.allowed_tools.model_dump(exclude_none=True) if isinstance(self.allowed_tools, McpToolFilter) \
+            else self.allowed_tools
+        approval = self.require_approval.model_dump(exclude_none=True) \
+            if isinstance(self.require_approval, McpApprovalFilter) else (self.require_approval or "always")
+        return {"type": "mcp", "server_label": self.server_label, "server_url": self.server_url,
+                "allowed_tools": allowed, "require_approval": approval, "headers": None,
+                "server_description": self.server_description}
+
+
+Tool = FileSearchTool | FunctionTool | McpTool
 
 
 class ToolChoiceFunction(_Body):
@@ -392,13 +440,63 @@ class MemorySearchCallItem(BaseModel):
     content: Ignored = None
 
 
-InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem | MemorySearchCallItem
+class McpListToolsItem(_Body):
+    """An ``mcp_list_tools`` item replayed as input (its tools are then reused, not listed again)."""
+
+    type: Literal["mcp_list_tools"]
+    id: ItemId
+    server_label: str = Field(max_length=128)
+    tools: list[dict[str, Any]] = Field(max_length=1024)
+    error: str | None = None
+
+
+class McpCallItem(_Body):
+    """An ``mcp_call`` replayed as input."""
+
+    type: Literal["mcp_call"]
+    id: ItemId
+    server_label: str = Field(max_length=128)
+    name: str = Field(max_length=128)
+    arguments: str
+    output: str | None = None
+    error: dict[str, Any] | str | None = None
+    status: str | None = Field(default=None, max_length=64)
+    approval_request_id: str | None = Field(default=None, max_length=128)
+
+
+class McpApprovalRequestItem(_Body):
+    """An ``mcp_approval_request`` replayed as input (an approval may then answer it in the same request)."""
+
+    type: Literal["mcp_approval_request"]
+    id: ItemId
+    server_label: str = Field(max_length=128)
+    name: str = Field(max_length=128)
+    arguments: str
+
+
+class McpApprovalResponseItem(_Body):
+    """``{"type": "mcp_approval_response", "approval_request_id", "approve", "reason"?}``: the client's answer to
+    an ``mcp_approval_request``; approved, the call runs before the model's next turn."""
+
+    type: Literal["mcp_approval_response"]
+    approval_request_id: ItemId
+    approve: bool
+    id: ItemId | None = None
+    reason: str | None = Field(default=None, max_length=4096)
+
+
+McpItem = McpListToolsItem | McpCallItem | McpApprovalRequestItem | McpApprovalResponseItem
+InputItem = (MessageItem | FunctionCallItem | FunctionCallOutputItem | FileSearchCallItem | MemorySearchCallItem
+             | McpItem)
 _ITEM_MODELS: dict[str, type[BaseModel]] = {
     "message": MessageItem, "function_call": FunctionCallItem, "function_call_output": FunctionCallOutputItem,
-    "file_search_call": FileSearchCallItem, "memory_search_call": MemorySearchCallItem}
+    "file_search_call": FileSearchCallItem, "memory_search_call": MemorySearchCallItem,
+    "mcp_list_tools": McpListToolsItem, "mcp_call": McpCallItem, "mcp_approval_request": McpApprovalRequestItem,
+    "mcp_approval_response": McpApprovalResponseItem}
 
 
-_TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool}
+_TOOL_MODELS: dict[str, type[BaseModel]] = {"file_search": FileSearchTool, "function": FunctionTool,
+                                            "mcp": McpTool}
 _CHOICE_MODELS: dict[str, type[BaseModel]] = {"file_search": ToolChoiceFileSearch, "function": ToolChoiceFunction}
 TOOL_CHOICE_OPTIONS: tuple[ToolChoiceOption, ...] = ("auto", "none", "required")
 
@@ -407,8 +505,8 @@ def parse_tools(value: list[dict[str, Any]] | None) -> list[Tool]:
     """The request's ``tools``, typed.
 
     Raises:
-        InvalidRequestError: a tool type other than ``file_search``/``function`` (``param`` ``tools[i].type``) or
-            an invalid tool (``param`` e.g. ``tools[0].max_num_results``).
+        InvalidRequestError: a tool type other than ``file_search``/``function``/``mcp`` (``param``
+            ``tools[i].type``) or an invalid tool (``param`` e.g. ``tools[0].max_num_results``).
     """
     return [validate_tagged(_TOOL_MODELS, raw, prefix=param_path("tools", index))
             for index, raw in enumerate(value or [])]

@@ -96,10 +96,8 @@ CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partitio
                 tie_key="md5(text) || to_char(chunk_index, 'FM0000000000') || file_id")
 
 
-# Agent memories (migration 0010): one user's, agent's or run's scope, statistics over the scope itself (a bounded
-# sample of it when large: chalicelib.search.keyword); per-dimension HNSW indexes since migration 0027.
-MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_column="seq",
-                  hnsw_prefix="memories_hnsw")
+# Agent memories (migration 0010): small scopes (one user's, agent's or run's), statistics over the scope itself.
+MEMORIES = Corpus(name="memories", table="memories", statistics="scope", id_column="seq")
 # Exchanges (migration 0015): a user's earlier turns, searched like memories.
 EXCHANGES = Corpus(name="exchanges", table="exchanges", statistics="scope", id_column="seq")
 

@@ -34,8 +34,7 @@ from psycopg import ClientCursor, sql
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 
-__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "SCOPE_CANDIDATE_ROWS", "SCOPE_SAMPLE_ROWS",
-           "KeywordLeg", "QueryTerms", "keyword_leg", "keyword_scores",
+__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "KeywordLeg", "QueryTerms", "keyword_leg", "keyword_scores",
            "keyword_search", "query_terms"]
 
 # BM25 parameters (Anserini's BEIR defaults); engram_bm25_impact and engram_bm25_score in migrations/0009 use the
@@ -52,12 +51,6 @@ EXHAUSTIVE_MAX_ROWS = 500
 # benchmarks/search.py, 1,000 rows of a 100,000-row store ("attr 1%"), keyword leg p50: top-k with the filter
 # 72 ms (2 words) / 189 ms (12 words); exhaustive over the 1,000 rows 26–49 ms (the "store 1%" figures above).
 EXHAUSTIVE_MAX_SHARE = 0.05
-# Scope statistics (memories, exchanges): a scope of up to this many rows is read whole (exact statistics and
-# scores: LoCoMo's ~550 memories a user are); a larger one takes its statistics from this many of its rows ...
-SCOPE_SAMPLE_ROWS = 1000
-# ... and scores at most this many of its rows holding a query word (the leg's candidates; the ranking reads the
-# other leg's candidates' scores with the same statistics). Bounds the leg's work for a user of any history.
-SCOPE_CANDIDATE_ROWS = 1000
 
 # The query's distinct lexemes with their document frequency in the scope's partitions, and the partitions' totals.
 _MAINTAINED_TERMS = """
@@ -76,37 +69,7 @@ WHERE score > 0 ORDER BY score DESC, row_id LIMIT %(limit)s"""
 _TOPK = """SELECT chunk_id, score
 FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(exact)s, %(filter)s)"""
 # Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
-# The query's lexemes are computed in the statement too (one round trip; none → no rows). A scope of up to
-# SCOPE_SAMPLE_ROWS rows is read whole: statistics and scores are exact. A larger one (a user with a long history)
-# takes its statistics from its first SCOPE_SAMPLE_ROWS rows (in its index's order) and scores at most
-# SCOPE_CANDIDATE_ROWS of the rows holding a query word (found through the GIN index over the lexemes, migration
-# 0027): the work is bounded whatever the history's size. The same statement scores given rows (``only``) with the
-# same statistics, so the leg's and the re-read scores agree.
-_SCOPE_SAMPLED = """
-WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms,
-                  string_agg(DISTINCT quote_literal(t.lexeme), ' | ')::tsquery AS matching
-           FROM unnest(to_tsvector('english', %(query)s)) AS t),
-     d AS (SELECT keywords, keyword_length FROM {table}
-           WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter} LIMIT %(sample)s),
-     totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
-     dfs AS (SELECT t.lexeme, count(*) AS df
-             FROM d, unnest(ts_filter(setweight(d.keywords, 'A', (SELECT terms FROM q)), '{{a}}')) AS t GROUP BY 1),
-     idf AS (SELECT dfs.lexeme, ln(1 + (totals.n - dfs.df + 0.5) / (dfs.df + 0.5)) AS idf FROM dfs, totals),
-     c AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
-           WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter} AND {only}
-             AND keywords @@ (SELECT matching FROM q)
-           LIMIT %(candidates)s),
-     hits AS (SELECT c.id, c.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
-              FROM c, unnest(ts_filter(setweight(c.keywords, 'A', (SELECT terms FROM q)), '{{a}}')) AS t)
-SELECT h.id,
-       sum(coalesce(idf.idf, ln(1 + (totals.n + 0.5) / 0.5)) * h.tf * (%(k1)s + 1)
-           / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.len / totals.avgdl))) AS score,
-       min(totals.n) AS n, (SELECT coalesce(sum(i.idf), 0) FROM idf i) AS idf_sum, (SELECT count(*) FROM idf) AS found,
-       (SELECT coalesce(array_length(terms, 1), 0) FROM q) AS lexemes
-FROM hits h LEFT JOIN idf USING (lexeme) CROSS JOIN totals
-GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
-# A scope of up to SCOPE_SAMPLE_ROWS rows: read whole, exactly (the statement above without the bounds: cheaper when
-# every row is read anyway).
+# The query's lexemes are computed in the statement too (one round trip; none → no rows).
 _SCOPE_SCORED = """
 WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms FROM unnest(to_tsvector('english', %(query)s)) AS t),
      d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
@@ -269,8 +232,7 @@ def _topk(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTe
 def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: str, limit: int,
                   where: CompiledFilter | None, only: list[int] | None = None) -> tuple[list[tuple[int, float]], float]:
     """The scope's best ``limit`` rows (only the rows ``only`` when given) and the query's ``max_score`` over the
-    scope's statistics (0 when no row matched). One statement (the query's lexemes are computed in it): exact for a
-    scope of up to :data:`SCOPE_SAMPLE_ROWS` rows (``scope.rows``), bounded by a sample beyond."""
+    scope's statistics (0 when no row matched). One statement (the query's lexemes are computed in it)."""
     params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "query": _clean(query),
                               "limit": limit,
                               "k1": BM25_K1, "b": BM25_B}
@@ -279,15 +241,11 @@ def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query:
         filter_expression = where.expression
         params.update(where.params)
     restriction: sql.Composable = sql.SQL("true")
-    sampled = scope.rows > SCOPE_SAMPLE_ROWS
-    params["sample"], params["candidates"] = SCOPE_SAMPLE_ROWS, max(limit, SCOPE_CANDIDATE_ROWS)
     if only is not None:
-        restriction = sql.SQL("{} = ANY(%(only)s)").format(corpus.row_id() if sampled else sql.SQL("h.id"))
+        restriction = sql.SQL("h.id = ANY(%(only)s)")
         params["only"] = list(only)
-        params["candidates"] = len(only)
-    statement = sql.SQL(_SCOPE_SAMPLED if sampled else _SCOPE_SCORED).format(
-        id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate, filter=filter_expression,
-        only=restriction)
+    statement = sql.SQL(_SCOPE_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
+                                              filter=filter_expression, only=restriction)
     rows = conn.execute(statement, params).fetchall()
     if not rows:
         return [], 0.0

@@ -68,16 +68,15 @@ class VectorScope:
 
 def vector_search(conn: psycopg.Connection, scope: VectorScope, query_vector: Sequence[float], limit: int, *,
                   where: CompiledFilter | None, ef_search: int, exact_scan_max_rows: int,
-                  iterative_scan: bool, halfvec: bool, indexed: bool = True) -> list[tuple[int, float]]:
+                  iterative_scan: bool, halfvec: bool) -> list[tuple[int, float]]:
     """Up to ``limit`` ``(chunk_id, cosine_distance)`` pairs, nearest first (distance in [0, 2]).
 
     Returns ``min(limit, matching chunks)`` rows: exact whenever the HNSW pass comes up short. ``halfvec``: the
-    index is built over ``halfvec`` (``vector_stores.hnsw_index``); ``iterative_scan``: pgvector ≥ 0.8;
-    ``indexed``: the corpus has an index of this dimension (else the scope is read exactly).
+    index is built over ``halfvec`` (``vector_stores.hnsw_index``); ``iterative_scan``: pgvector ≥ 0.8.
     """
     if scope.scope_rows == 0 or limit <= 0:
         return []
-    indexable = indexed and scope.corpus.hnsw_prefix is not None and scope.dim <= (
+    indexable = scope.corpus.hnsw_prefix is not None and scope.dim <= (
         HNSW_MAX_HALFVEC_DIM if halfvec else HNSW_MAX_VECTOR_DIM)
     share = scope.scope_rows / max(scope.indexed_rows, scope.scope_rows)
     ef = min(MAX_EF_SEARCH, max(ef_search, limit, math.ceil(2 * limit / share)))

@@ -40,6 +40,8 @@ SECRET_NAME = "engram/database"
 # boto3 reads service-specific endpoints from these (AWS SDKs "Service-specific endpoints" guide); scoped per service
 # so a Bedrock or real-AWS client in the same process is not redirected to moto.
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_SECRETS_MANAGER")
+# What the Responses API's mcp tool may reach on the local stack besides public addresses: this machine.
+LOCAL_MCP_HOSTS = "localhost,127.0.0.0/8,::1"
 # moto accepts any credentials; these are only set when the environment has none.
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -73,12 +75,15 @@ class StackState:
     def env(self) -> dict[str, str]:
         """Environment variables a handler (or any boto3 client) needs to use this stack: the per-service endpoint
         URLs, the region, ``ENGRAM_BUCKET``, and each queue of the message table that the stack has (by role) under
-        its setting's variable (``ENGRAM_INGEST_QUEUE``, ``ENGRAM_EMBED_QUEUE``, ...; URLs)."""
+        its setting's variable (``ENGRAM_INGEST_QUEUE``, ``ENGRAM_EMBED_QUEUE``, ...; URLs), and, unless it is set,
+        ``ENGRAM_MCP_ALLOWED_HOSTS`` allowing loopback (MCP servers on this machine)."""
         from chalicelib import config
         from chalicelib.dispatch.table import QUEUES
 
         env = {name: self.endpoint for name in ENDPOINT_ENV}
         env.update({"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region, config.ENV_BUCKET: self.bucket})
+        if not os.environ.get(config.ENV_MCP_ALLOWED_HOSTS):  # the Responses API's mcp tool may call local servers
+            env[config.ENV_MCP_ALLOWED_HOSTS] = LOCAL_MCP_HOSTS
         for spec in QUEUES:
             if spec.role in self.roles:
                 env[spec.env] = self.queues[self.roles[spec.role]]

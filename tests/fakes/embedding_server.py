@@ -67,8 +67,7 @@ class FakeEmbeddingServer:
     @property
     def base_url(self) -> str:
         """The ``/v1`` root to give an OpenAI-compatible client."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def fail_next(self, n: int, status: int = 500) -> None:
         """Answer the next ``n`` requests with HTTP ``status``, then recover."""

@@ -20,8 +20,9 @@ import pytest
 from benchmarks.coldstart import PACKAGE_TARGET_MB, unpack
 from infra import build
 
-# What only the parsers' layer holds (infra/build.py PARSER_REQUIREMENTS and what they pull in).
-PARSER_PACKAGES = ("pypdf", "pdfminer", "docx", "lxml", "bs4", "bidi", "cryptography", "charset_normalizer")
+# What only the parsers' layer holds (infra/build.py PARSER_REQUIREMENTS and what they pull in; cryptography, which
+# pdfminer.six needs, is in the MCP layer too).
+PARSER_PACKAGES = ("pypdf", "pdfminer", "docx", "lxml", "bs4", "bidi", "charset_normalizer")
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +62,7 @@ def run_in(paths: list[str], script: str, *args: str) -> str:
 def test_only_the_parsing_function_has_the_parsers_layer(sam_template: dict[str, Any]) -> None:
     layers = build.function_layers(sam_template)
     assert {name for name, used in layers.items() if build.PARSERS_LAYER_ZIP in used} == {"Ingest"}
+    assert {name for name, used in layers.items() if build.MCP_LAYER_ZIP in used} == set(build.MCP_FUNCTIONS)
     assert all(used[0] == build.LAYER_ZIP for used in layers.values())
 
 
@@ -70,6 +72,8 @@ def test_every_function_without_parsers_is_at_most_50_mb(function_mb: dict[str, 
     sizes = {name: round(mb, 1) for name, mb in function_mb.items() if name not in parsing}
     assert {"APIHandler", "StreamingFront", "Embed", "Memory"} <= set(sizes)
     assert max(sizes.values()) <= PACKAGE_TARGET_MB, sizes
+    # The MCP SDK's layer (with its cryptography) on the API only: the others stay where they were measured.
+    assert sizes["Embed"] <= 30.0, sizes
 
 
 @pytest.mark.xfail(strict=True, reason="issue 16's 50 MB is missed by the ingest function (~59 MB: cryptography "
@@ -82,7 +86,9 @@ def test_the_parsing_function_is_at_most_50_mb(function_mb: dict[str, float]) ->
 def test_the_parsing_function_stays_where_it_was_measured(function_mb: dict[str, float]) -> None:
     # A regression guard until the target above is met: 59.4 MB measured with the bytecode of the code package and of
     # what `import app` loads (55.1 MB without; 66.1 MB, without bytecode, before the layers were split).
-    assert function_mb["Ingest"] <= 60.5
+    # 60.4-60.6 MB on 2026-11-28: the code package grew to ~4.0 MB (issue 30's and 32's modules with their
+    # bytecode); the MCP SDK is in its own layer, which Ingest does not have.
+    assert function_mb["Ingest"] <= 61.0
 
 
 _API_SCRIPT = """
@@ -98,16 +104,28 @@ from aws_lambda_powertools import Logger, Metrics
 BatchProcessor(event_type=EventType.SQS)
 print(psycopg.pq.version() > 0, [m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None], len(loaded) > 100,
       uncached[:3] if uncached else len(uncached))
+# /mcp in this layout: the SDK (the MCP layer, cryptography included) answers an initialize and a tools/list.
+import json
+from chalicelib.api import mcp_server
+head = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+         "capabilities": {}, "clientInfo": {"name": "layout", "version": "0"}}}
+status, _, body = mcp_server.handle_http("POST", head, json.dumps(hello).encode())
+listed = mcp_server.handle_http("POST", {**head, "mcp-protocol-version": "2025-11-25"},
+                                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode())
+print(status, json.loads(body)["result"]["serverInfo"]["name"], len(json.loads(listed[2])["result"]["tools"]))
 """
 
 
-def test_the_api_layout_imports_app_and_has_no_parser(synthesized: Path, layers: dict[str, Path],
-                                                       tmp_path: Path) -> None:
-    paths = unpack(synthesized / build.CODE_ZIP, [layers[build.LAYER_ZIP]], tmp_path / "api")
+def test_the_api_layout_imports_app_serves_mcp_and_has_no_parser(synthesized: Path, layers: dict[str, Path],
+                                                                   tmp_path: Path) -> None:
+    paths = unpack(synthesized / build.CODE_ZIP, [layers[build.LAYER_ZIP], layers[build.MCP_LAYER_ZIP]],
+                   tmp_path / "api")
     printed = run_in(paths, _API_SCRIPT, *PARSER_PACKAGES).split()
     assert printed[:3] == ["True", "[]", "True"]
     if build.bytecode_applies():
         assert printed[3] == "0", printed[3:]
+    assert printed[-3:] == ["200", "engram", "10"], printed
 
 
 _PARSE_SCRIPT = """

@@ -86,13 +86,14 @@ def test_every_function_exists_in_the_vpc_with_the_dependencies_layer_and_the_ds
     functions = resources(cfn, "AWS::Lambda::Function")
     assert set(functions) >= FUNCTIONS
     layers = {props["LayerName"]: name for name, props in resources(cfn, "AWS::Lambda::LayerVersion").items()}
-    assert set(layers) == {"DependenciesLayer", build.PARSERS_LAYER}
+    assert set(layers) == {"DependenciesLayer", build.PARSERS_LAYER, build.MCP_LAYER}
     parsing = {name for name, spec in QUEUE_FUNCTIONS.items() if spec.parses}
     assert parsing == {"Ingest"}  # the API and every other function run without the parsers' dependencies
     for name, props in functions.items():
         assert props["Runtime"] == "python3.11", name
         assert {"Ref": layers["DependenciesLayer"]} in props["Layers"], name
         assert ({"Ref": layers[build.PARSERS_LAYER]} in props["Layers"]) == (name in parsing), name
+        assert ({"Ref": layers[build.MCP_LAYER]} in props["Layers"]) == (name in build.MCP_FUNCTIONS), name
         # attach requests never parse inline in a deployed function
         assert props["Environment"]["Variables"]["ENGRAM_INLINE_INGEST"] == "false", name
         assert props["VpcConfig"]["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name

@@ -98,9 +98,11 @@ def test_exchange_commands(cli):
     import time
 
     from chalicelib import memory
+    from chalicelib.store.vector_stores import ensure_tenant
 
     ctx = memory.context(config.settings(), "cli-memory")
     with deps.connect() as conn:
+        ensure_tenant(conn, "cli-memory")
         job = memory.remember(conn, ctx, memory.MemoryScope(user_id="kit"), response_id="resp_cli", thread_id="t1",
                               session_id=None, prompt="Where do I park?", answer="Level 2, bay 14.", prior_ids=[])
         assert job is not None

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.fakes.broken import BrokenEmbedder
 from tests.fakes.chat_server import call, text, tool_calls
 
 RED = b"Crimson ledger: the quarterly octarine budget is forty-two thousand florins."
@@ -147,15 +148,8 @@ def test_a_failing_search_fails_the_call_not_the_response(client, fake, library,
     about; the model still answers and the response completes (before: the whole response failed)."""
     from chalicelib import deps
 
-    class Broken:
-        model, dimension, max_input_tokens = "hashing-384", 384, 512
-        tokenizer = deps.embedder().tokenizer
-
-        def embed(self, texts):
-            raise RuntimeError("embedding service down")
-
     good = deps.embedder()
-    deps.set_embedder(Broken())
+    deps.set_embedder(BrokenEmbedder())
     fake.push(tool_calls(call("file_search", {"queries": ["budget"]})), text("I could not search your files."))
     kwargs = {"model": "fake-model", "input": "What is the octarine budget?",
               "tools": [{"type": "file_search", "vector_store_ids": [library["store"]]}]}

@@ -20,6 +20,7 @@ import pytest
 from chalicelib import deps, memory
 from chalicelib.dispatch.port import Delivery
 from chalicelib.store.db import connect
+from tests.fakes.broken import BrokenEmbedder
 from tests.fakes.chat_server import call, text, tool_calls
 
 MEMORY_MODEL = "fake-memory-model"
@@ -214,15 +215,8 @@ def test_memory_failures_never_fail_the_response(lenient, strict, fake, configur
     client, http = lenient("degrade")
     strict_client = strict("degrade")[0]
 
-    class Broken:
-        model, dimension, max_input_tokens = "hashing-384", 384, 512
-        tokenizer = deps.embedder().tokenizer
-
-        def embed(self, texts):
-            raise RuntimeError("embedding service down")
-
     good = deps.embedder()
-    deps.set_embedder(Broken())
+    deps.set_embedder(BrokenEmbedder())
     try:
         fake.push(text("Still here."))
         r = client.responses.create(model="fake-model", input="Hello?", include=["memory_search_call.results"],

@@ -1,5 +1,5 @@
 """Chalice blueprints of the OpenAI-compatible API, one per resource; ``app.py`` mounts them under ``/v1``.
 (:mod:`common` holds what the routes share.)"""
 
-__all__ = ["agents", "conversations", "drop_folder", "file_batches", "files", "mem0", "memories", "responses",
+__all__ = ["agents", "conversations", "drop_folder", "file_batches", "files", "mcp", "mem0", "memories", "responses",
            "uploads", "vector_store_files", "vector_stores"]

@@ -404,7 +404,8 @@ def get_profile_settings() -> dict:
 
 # ---- deliberate refusals ----
 
-_REFUSED = [
+# Public: chalicelib.api.permissions declares these routes' permission.
+REFUSED = [
     ("/v2/profiles/settings", "POST", "update_profile_settings",
      "the persona is always on and written by Engram's prompt; there is no profile schema to set."),
     ("/v1/exports", "POST", "create_memory_export",
@@ -452,7 +453,7 @@ def _refusal(method: str, why: str) -> Callable[..., dict]:
 def _register_refusals() -> None:
     """One route per refused path and method (the table above), each answering its own 400."""
     by_path: dict[str, list[tuple[str, str, str]]] = {}
-    for path, http_method, method, why in _REFUSED:
+    for path, http_method, method, why in REFUSED:
         by_path.setdefault(path, []).append((http_method, method, why))
     for path, entries in by_path.items():
         for http_method, method, why in entries:

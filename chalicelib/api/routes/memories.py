@@ -18,8 +18,9 @@ from chalice import Blueprint
 from chalice.app import Response
 
 from chalicelib import deps, ids, memory
+from chalicelib.access import fill_scope
 from chalicelib.api import objects, request
-from chalicelib.api.context import current_tenant, tenant_db
+from chalicelib.api.context import current_access, current_tenant, tenant_db
 from chalicelib.api.memory_schemas import (
     AddMemories,
     ListParams,
@@ -43,9 +44,17 @@ SCOPE = ("user_id", "agent_id", "run_id")
 
 @contextlib.contextmanager
 def session(actor: str = "api") -> Iterator[tuple[psycopg.Connection, memory.Context]]:
-    """The request's tenant connection and the memory service's context for it."""
+    """The request's tenant connection and the memory service's context for it (held to the memory scope the
+    request's API key is bound to, if any: :mod:`chalicelib.access`)."""
     with tenant_db() as conn:
-        yield conn, memory.context(deps.current_settings(), current_tenant(), actor=actor)
+        yield conn, memory.context(deps.current_settings(), current_tenant(), actor=actor,
+                                   bound=dict(current_access().memory_scope))
+
+
+def bound(named: dict[str, Any]) -> dict[str, Any]:
+    """A request's body or query parameters with the scope ids of a key bound to a memory scope filled in where the
+    request names none (a conflicting one is refused by the memory service)."""
+    return fill_scope(current_access(), named)
 
 
 def checked_id(value: str, param: str = "memory_id") -> str:
@@ -77,7 +86,7 @@ def add(body: dict[str, Any], *, idempotency_key: str | None, source_kind: str =
             setting).
         UpstreamError: a model or embedding call failed (inline; nothing written).
     """
-    parsed = request.validate(AddMemories, body)
+    parsed = request.validate(AddMemories, bound(body))
     add_request = to_add_request(parsed, source_kind=source_kind, source_id=source_id)
     key = None if idempotency_key is None else memory.Idempotency(idempotency_key, ADD_ROUTE, body, answer)
     with session() as (conn, ctx):
@@ -92,7 +101,7 @@ def search(body: dict[str, Any]) -> tuple[SearchMemories, list[memory.Hit]]:
         InvalidRequestError: a malformed body or filter.
         UpstreamError: embedding the query failed.
     """
-    parsed = request.validate(SearchMemories, body)
+    parsed = request.validate(SearchMemories, bound(body))
     with session() as (conn, ctx):
         return parsed, memory.search(conn, ctx, to_query(parsed))
 
@@ -145,8 +154,9 @@ def list_memories() -> dict:
     ``include_inactive=true`` adds closed, archived and expired ones)."""
     params = request.query(bp.current_request)
     page = request.page(params, prefix=ids.MEMORY, default_limit=20, max_limit=100)
-    parsed = request.validate(ListParams, {name: params[name] for name in (*SCOPE, "memory_type", "include_inactive")
-                                           if name in params})
+    named = bound(dict(params))
+    parsed = request.validate(ListParams, {name: named[name] for name in (*SCOPE, "memory_type", "include_inactive")
+                                           if name in named})
     with session() as (conn, ctx):
         rows, has_more = memory.list_page(conn, ctx, scope_of(parsed), page,
                                           memory_types=[parsed.memory_type] if parsed.memory_type else None,
@@ -198,7 +208,7 @@ def memory_stats() -> dict:
     """Counts of the tenant's memories (or one scope's: ``user_id`` / ``agent_id`` / ``run_id``) by status and, for
     active ones, by type, and of its stored exchanges (seed 004's ``/vstats``)."""
     params = request.query(bp.current_request)
-    named = {name: params[name] for name in SCOPE if name in params}
+    named = {name: value for name, value in bound(dict(params)).items() if name in SCOPE and value is not None}
     scope = scope_of(request.validate(ListParams, named)) if named else None
     with session() as (conn, ctx):
         counts = memory.stats(conn, ctx, scope)
@@ -213,7 +223,8 @@ def list_exchanges() -> dict:
     memories; ``thread_id`` or ``session_id`` narrow it), newest first by default."""
     params = request.query(bp.current_request)
     page = request.page(params, prefix=ids.EXCHANGE, default_limit=20, max_limit=100)
-    scope = scope_of(request.validate(ListParams, {name: params[name] for name in SCOPE if name in params}))
+    scope = scope_of(request.validate(ListParams, {name: value for name, value in bound(dict(params)).items()
+                                                   if name in SCOPE and value is not None}))
     with session() as (conn, ctx):
         rows, has_more = memory.exchanges_page(conn, ctx, scope, page, thread_id=params.get("thread_id"),
                                                session_id=params.get("session_id"))
@@ -290,13 +301,15 @@ def memory_history(memory_id: str) -> dict:
 
 
 def purge_scope(named: Mapping[str, Any]) -> memory.MemoryScope | None:
-    """The scope a purge names: its ``user_id`` / ``agent_id`` / ``run_id`` (validated as a list's are), or None
-    (every scope of the tenant) when it says ``all: true`` and names none.
+    """The scope a purge names: its ``user_id`` / ``agent_id`` / ``run_id`` (validated as a list's are; a bound
+    key's filled in: :func:`bound`), or None (every scope of the tenant) when it says ``all: true`` and names none.
 
     Raises:
         InvalidRequestError: (400) no scope and no ``all=true`` (``missing_required_parameter``), or both
             (``invalid_value``, param ``all``).
     """
+    if named.get("all") is not True:
+        named = bound(dict(named))
     ids = {name: named[name] for name in SCOPE if named.get(name) is not None}
     if named.get("all") is True:
         if ids:

@@ -12,7 +12,7 @@ from chalice.app import Response
 
 from chalicelib import deps
 from chalicelib.api import objects, request
-from chalicelib.api.context import current_tenant
+from chalicelib.api.context import current_access, current_tenant
 from chalicelib.api.query import ARRAY, BOOLEAN, PAGE, accepts
 from chalicelib.api.routes.common import respond
 
@@ -43,11 +43,11 @@ def create_response() -> Response:
     body = request.json_body(bp.current_request)
     settings, tenant = deps.current_settings(), current_tenant()
     if body.get("stream") is True:
-        events = _service().stream_events(settings, tenant, body)
+        events = _service().stream_events(settings, tenant, body, access=current_access())
         payload = b"".join(_sse_encode(event) for event in events)
         return Response(body=payload.decode("utf-8"), status_code=200,
                         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
-    return respond(_service().create_response(settings, tenant, body))
+    return respond(_service().create_response(settings, tenant, body, access=current_access()))
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])

@@ -32,7 +32,7 @@ class PgvectorBackend:
         """:func:`~chalicelib.search.vector.vector_search` with the settings' ``ef_search`` and exact-scan bound."""
         return vector_search(conn, scope, vector, limit, where=where, ef_search=settings.hnsw_ef_search,
                              exact_scan_max_rows=settings.exact_scan_max_rows, iterative_scan=index.iterative_scan,
-                             halfvec=index.halfvec, indexed=index.kind is not None)
+                             halfvec=index.halfvec)
 
     def distances(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float],
                   ids: Sequence[int]) -> dict[int, float]:
