@@ -4,8 +4,9 @@ sizes (issue 33 §1: 10k, 100k and 1M chunks, both backends).
 Reads one or more JSON files written by ``search.py --backend pgvector,qdrant --json FILE`` (each may hold several
 sizes), takes for every size and backend the ``all`` case's p50 and p95 of the vector leg, the keyword legs and
 hybrid search (2 and 12 words), and the "engine" legs (Qdrant's hybrid query sent straight to the engine), prints
-a Markdown table of them with each figure's growth from the previous size, and draws p50 against size on log-log
-axes into a PNG (matplotlib: ``pip install -e ".[plots]"``, requirements-plots.txt).
+a Markdown table of them with each figure's growth from the previous size, draws p50 against size on log-log
+axes into a PNG with ``--out`` (matplotlib: ``pip install -e ".[plots]"``, requirements-plots.txt), and ends with
+one JSON line of the p50s.
 
     cd benchmarks && python growth_plot.py /tmp/search-10k-100k.json /tmp/search-1m.json \\
         --out ../docs/search-growth.png
@@ -98,6 +99,9 @@ def main() -> int:
     if args.out:
         plot(data, args.out, args.title)
         print(f"figure: {args.out}", file=sys.stderr)
+    print(json.dumps({"benchmark": "growth", "figure": str(args.out) if args.out else None,
+                      "p50_ms": {b: {str(n): {leg: v["p50_ms"] for leg, v in legs.items()} for n, legs in per.items()}
+                                 for b, per in data.items()}}))
     return 0
 
 

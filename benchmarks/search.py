@@ -905,6 +905,7 @@ def breakdown(sides: list[Side], q: Queries, count: int) -> dict[str, Any]:
     import scale_probes
 
     embedder = StubEmbedder()
+    count = min(count, len(q.vectors))
     probes = {(side.name, words): scale_probes.Breakdown() for side in sides for words in ("2w", "12w")}
     for i in range(count):
         for words in ("2w", "12w"):
