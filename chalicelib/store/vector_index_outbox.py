@@ -53,12 +53,11 @@ SELECT c.id, c.text, c.keyword_length, c.attributes,
        coalesce((SELECT array_agg(t.lexeme ORDER BY t.lexeme) FROM unnest(c.keywords) AS t), '{}'),
        coalesce((SELECT array_agg(coalesce(array_length(t.positions, 1), 1) ORDER BY t.lexeme)
                  FROM unnest(c.keywords) AS t), '{}'),
-       e.embedding,
+       (SELECT e.embedding FROM embedding_cache e  -- one primary-key lookup per chunk (a join may scan the cache)
+        WHERE e.tenant_id = c.tenant_id AND e.model = %(model)s AND e.sha256 = sha256(convert_to(c.text, 'UTF8'))),
        (SELECT greatest(s.keyword_length::float8 / greatest(s.chunk_count, 1), 1.0) FROM vector_stores s
         WHERE s.tenant_id = %(tenant)s AND s.id = %(store)s)
 FROM chunks c
-LEFT JOIN embedding_cache e ON %(model)s::text IS NOT NULL AND e.tenant_id = c.tenant_id AND e.model = %(model)s
-                           AND e.sha256 = sha256(convert_to(c.text, 'UTF8'))
 WHERE c.tenant_id = %(tenant)s AND c.vector_store_id = %(store)s AND c.file_id = %(file)s ORDER BY c.chunk_index"""
 _CHUNK_IDS = """SELECT id FROM chunks
 WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s ORDER BY chunk_index"""
