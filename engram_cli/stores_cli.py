@@ -119,8 +119,9 @@ def reindex(store: str = typer.Argument(..., help="The store's name or id (vs_..
                   + ("" if ran_in == "cli" else f" (moved by {ran_in})"), highlight=False, soft_wrap=True)
 
 
-# Seconds between looks at a move another process runs.
+# Seconds between looks at a move another process runs; after STALLED_S seconds without progress, say so once.
 WATCH_INTERVAL_S = 0.25
+STALLED_S = 120.0
 
 
 def _watch(conn: Any, tenant: str, store_id: str, target: str, show: Any, pid: int | None) -> dict[str, Any]:
@@ -138,6 +139,7 @@ def _watch(conn: Any, tenant: str, store_id: str, target: str, show: Any, pid: i
 
     first = moves.progress(conn, tenant, store_id)
     resumed = bool(first and first.files_done)
+    warned = False
     while True:
         state = moves.progress(conn, tenant, store_id)
         if state is None:
@@ -154,6 +156,10 @@ def _watch(conn: Any, tenant: str, store_id: str, target: str, show: Any, pid: i
             err_console.print(f"[bold red]error[/]: the move stopped: {escape(state.last_error)} (run the command "
                               "again to resume)")
             raise typer.Exit(code=1)
+        if state.idle_s > STALLED_S and not warned:
+            warned = True
+            err_console.print(f"the move has not advanced for {state.idle_s:.0f} s: is the stack's pump running "
+                              "(`engram serve` without --no-pump)? Still watching; Ctrl-C stops watching.")
         if pid is not None:
             try:
                 os.kill(pid, 0)
