@@ -27,6 +27,7 @@ from chalicelib.api.permissions import authorize
 from chalicelib.api.query import enforce
 from chalicelib.api.routes import (
     agents,
+    console,
     conversations,
     drop_folder,
     file_batches,
@@ -34,6 +35,7 @@ from chalicelib.api.routes import (
     mcp,
     mem0,
     memories,
+    operations,
     responses,
     uploads,
     vector_store_files,
@@ -60,12 +62,15 @@ app.register_middleware(authenticate, "http")
 app.register_middleware(authorize(app.routes), "http")
 app.register_middleware(enforce(app.routes), "http")
 for blueprint in (files.bp, vector_stores.bp, vector_store_files.bp, file_batches.bp, uploads.bp, responses.bp,
-                  conversations.bp, memories.bp, agents.bp, drop_folder.bp):
+                  conversations.bp, memories.bp, agents.bp, drop_folder.bp, operations.bp):
     app.register_blueprint(blueprint, url_prefix=API_PREFIX)
 # mem0's client paths, under their own prefix (chalicelib/api/routes/mem0.py says why).
 app.register_blueprint(mem0.bp, url_prefix=mem0.URL_PREFIX)
 # Engram as an MCP server (Streamable HTTP, stateless): /mcp, beside the API.
 app.register_blueprint(mcp.bp)
+# The console (/console): a page and its files, no key needed; everything it shows comes through /v1 with the key
+# the user typed.
+app.register_blueprint(console.bp)
 
 
 @app.route(checks.HEALTH_PATH)

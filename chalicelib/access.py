@@ -2,17 +2,22 @@
 
 Resources (:data:`RESOURCES`) are the API's families of endpoints: ``files`` (Files, Uploads), ``vector_stores``
 (vector stores, their files and batches, search, the drop-folder sync), ``responses`` (Responses, Conversations,
-agent profiles) and ``memories`` (``/v1/memories`` and the mem0 adapter). Each gets a level, ``none`` < ``read`` <
-``write`` (write includes read), as OpenAI's restricted project keys have (None / Read / Write per resource).
+agent profiles) and ``memories`` (``/v1/memories`` and the mem0 adapter) — the tenant's data,
+:data:`DATA_RESOURCES` — and ``operations``: what the people who run Engram do (``/v1/jobs``: the scheduled jobs,
+their runs, running one such as consolidation now; changing the tenant's limits). Each gets a level, ``none`` <
+``read`` < ``write`` (write includes read), as OpenAI's restricted project keys have (None / Read / Write per
+resource).
 
 A key bound to a memory scope (``{"user_id": "alice"}``; any of ``user_id``, ``agent_id``, ``run_id``) acts in that
 scope on every memory call, whatever the request names: a request that names none is filled in, one that names
 another value for a bound id is refused (403), and a memory outside the scope is not found (404)
 (:class:`chalicelib.memory.Context` enforces it in the memory service, the one front door).
 
-Keys created before permissions existed (and keys created without options) carry :data:`FULL`: every resource at
-``write``, no binding. A refusal is :class:`~chalicelib.errors.PermissionDeniedError` (403) in OpenAI's envelope,
-naming the permission that is missing (``Missing scopes: memories.write``, as OpenAI names a restricted key's).
+Keys created before permissions existed (and keys created without options) carry :data:`FULL`: every data resource
+at ``write``, no binding, and ``operations`` at ``none``: a tenant's full key cannot raise its own tenant's limits
+(an operator key is asked for by name, ``engram keys create --operator``). A refusal is
+:class:`~chalicelib.errors.PermissionDeniedError` (403) in OpenAI's envelope, naming the permission that is missing
+(``Missing scopes: memories.write``, as OpenAI names a restricted key's).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from typing import Any, Literal, get_args
 
 from chalicelib.errors import InvalidRequestError, PermissionDeniedError
 
-Resource = Literal["files", "vector_stores", "responses", "memories"]
+Resource = Literal["files", "vector_stores", "responses", "memories", "operations"]
 Level = Literal["none", "read", "write"]
 RESOURCES: tuple[Resource, ...] = get_args(Resource)
+# The tenant's data; ``operations`` is the operator's, given to no key that does not ask for it.
+DATA_RESOURCES: tuple[Resource, ...] = ("files", "vector_stores", "responses", "memories")
 LEVELS: tuple[Level, ...] = get_args(Level)
 SCOPE_IDS = ("user_id", "agent_id", "run_id")
 _RANK = {level: rank for rank, level in enumerate(LEVELS)}
@@ -39,9 +46,9 @@ SCOPE_REFUSED = "memory_scope_not_permitted"
 @dataclass(frozen=True, slots=True)
 class Access:
     """A key's grants: ``permissions`` (resource → level; a resource not named is ``none``) and ``memory_scope``
-    (the scope ids the key is bound to; empty: unbound)."""
+    (the scope ids the key is bound to; empty: unbound). The default is :data:`FULL`'s."""
 
-    permissions: Mapping[str, Level] = field(default_factory=lambda: {r: "write" for r in RESOURCES})
+    permissions: Mapping[str, Level] = field(default_factory=lambda: {r: "write" for r in DATA_RESOURCES})
     memory_scope: Mapping[str, str] = field(default_factory=dict)
 
     def level(self, resource: Resource) -> Level:
@@ -63,8 +70,14 @@ class Access:
 
     @property
     def full(self) -> bool:
-        """Every resource at ``write`` and no memory scope: what keys had before permissions existed."""
-        return not self.memory_scope and all(self.level(r) == "write" for r in RESOURCES)
+        """Every data resource at ``write`` and no memory scope: what keys had before permissions existed (an
+        operator key is full too, and more)."""
+        return not self.memory_scope and all(self.level(r) == "write" for r in DATA_RESOURCES)
+
+    @property
+    def operator(self) -> bool:
+        """Whether the key may act as an operator (``operations`` at ``write``)."""
+        return self.allows("operations", "write")
 
     def as_dict(self) -> dict[str, Any]:
         """``{"permissions": {resource: level, ...every resource}, "memory_scope": {...} | None}`` (JSON)."""
@@ -92,7 +105,7 @@ def scope_refused(name: str, bound: str, asked: str) -> PermissionDeniedError:
 
 def parse(permissions: Mapping[str, Any] | None, memory_scope: Mapping[str, Any] | None) -> Access:
     """The :class:`Access` stored for a key (``api_keys.permissions`` / ``memory_scope``, JSON objects or NULL):
-    NULL permissions are :data:`FULL`'s.
+    NULL permissions are :data:`FULL`'s (every data resource, no ``operations``).
 
     Raises:
         InvalidRequestError: an unknown resource or level, or a scope id that is not a non-empty string of at

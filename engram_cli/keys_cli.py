@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chalicelib import access, deps
-from chalicelib.errors import EngramError
+from chalicelib.errors import EngramError, InvalidRequestError
 from chalicelib.store import api_keys
 
 app = typer.Typer(help="API keys: create, list, revoke (only their SHA-256 hashes are stored).",
@@ -43,26 +43,30 @@ def key_dict(key: api_keys.ApiKey) -> dict[str, Any]:
             **key.access.as_dict()}
 
 
-def grants(levels: dict[str, str | None], *, read_only: bool, scope: dict[str, str | None]) -> access.Access:
-    """The :class:`~chalicelib.access.Access` the options ask for: no resource option and no ``--read-only`` is
-    full access; ``--read-only`` makes every resource not named ``read``; once a resource is named, the others are
-    ``none`` (unless ``--read-only``). ``scope``: the memory scope ids given (None: not given).
+def grants(levels: dict[str, str | None], *, read_only: bool, scope: dict[str, str | None],
+           operations: str | None = None) -> access.Access:
+    """The :class:`~chalicelib.access.Access` the options ask for: no data-resource option and no ``--read-only``
+    is full access to the tenant's data; ``--read-only`` makes every data resource not named ``read``; once one is
+    named, the others are ``none`` (unless ``--read-only``). ``operations`` (``--operator`` is ``write``) is
+    ``none`` unless given, whatever else is. ``scope``: the memory scope ids given (None: not given).
 
     Raises:
         InvalidRequestError: a level other than none / read / write, or a malformed scope id.
     """
     named = {resource: level for resource, level in levels.items() if level is not None}
     if not named and not read_only:
-        permissions: dict[str, Any] = {r: "write" for r in access.RESOURCES}
+        permissions: dict[str, Any] = {r: "write" for r in access.DATA_RESOURCES}
     else:
         fallback = "read" if read_only else "none"
-        permissions = {r: named.get(r, fallback) for r in access.RESOURCES}
+        permissions = {r: named.get(r, fallback) for r in access.DATA_RESOURCES}
+    permissions["operations"] = operations or "none"
     return access.parse(permissions, {name: value for name, value in scope.items() if value is not None})
 
 
 def _describe(grant: access.Access) -> str:
     if grant.full:
-        return "full access"
+        extra = {"write": " and operator", "read": ", operations read"}.get(grant.level("operations"), "")
+        return "full access" + extra
     levels = ", ".join(f"{r} {grant.level(r)}" for r in access.RESOURCES)
     bound = " ".join(f"{k}={v}" for k, v in grant.memory_scope.items())
     return levels + (f"; memories only of {bound}" if bound else "")
@@ -82,15 +86,25 @@ def create(tenant: str = typer.Option(..., "--tenant", "-t", help="Tenant the ke
                                           help="Resources not named get read (without it, none once one is named)."),
            user_id: str | None = typer.Option(None, "--user-id", help="Bind the key's memory calls to this user."),
            agent_id: str | None = typer.Option(None, "--agent-id", help="Bind the key's memory calls to this agent."),
-           run_id: str | None = typer.Option(None, "--run-id", help="Bind the key's memory calls to this run.")
+           run_id: str | None = typer.Option(None, "--run-id", help="Bind the key's memory calls to this run."),
+           operator: bool = typer.Option(False, "--operator",
+                                         help="Also operations write: the tenant's limits, running jobs now "
+                                              "(consolidation), the jobs' runs (/v1/jobs, /v1/tenant/limits)."),
+           operations: str | None = typer.Option(None, "--operations",
+                                                 help=f"Operations (what --operator gives at write): {_LEVEL_HELP}.")
            ) -> None:
     """Create an API key; the secret is printed once, alone on the last line of stdout. Without options the key
-    has full access to its tenant. Name a resource's level to restrict it (the others become none, or read with
-    --read-only); --user-id / --agent-id / --run-id bind every memory call of the key to that scope."""
+    has full access to its tenant's data. Name a resource's level to restrict it (the others become none, or read
+    with --read-only); --user-id / --agent-id / --run-id bind every memory call of the key to that scope;
+    --operator adds what the people who run Engram do (no key has it unless created with it)."""
     try:
+        if operator and operations not in (None, "write"):
+            raise InvalidRequestError("--operator is --operations write; give one or the other.",
+                                      param="operations", code="invalid_value")
         wanted = grants({"files": files, "vector_stores": vector_stores, "responses": responses,
                          "memories": memories}, read_only=read_only,
-                        scope={"user_id": user_id, "agent_id": agent_id, "run_id": run_id})
+                        scope={"user_id": user_id, "agent_id": agent_id, "run_id": run_id},
+                        operations="write" if operator else operations)
         with deps.connect() as conn:
             key, secret = api_keys.create_key(conn, tenant, name, grants=wanted)
     except EngramError as exc:

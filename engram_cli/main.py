@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from chalicelib import deps
+from chalicelib import access, deps
 from chalicelib.config import settings
 from chalicelib.errors import EngramError
 from chalicelib.store import api_keys, vector_stores
@@ -42,6 +42,11 @@ app = typer.Typer(help="Engram: documents in, the right chunks out.", no_args_is
 
 
 HEADLESS_STORE = "default"
+# The console's path on a served API (chalicelib.api.routes.console).
+CONSOLE_PATH = "/console"
+# What the key `engram demo` serves with may do: everything in its tenant, operations included (the person running
+# the demo runs this Engram; the console's Operations page needs it).
+DEMO_GRANTS = access.Access({**access.FULL.permissions, "operations": "write"})
 
 
 @app.callback(invoke_without_command=True)
@@ -273,13 +278,16 @@ def demo(folder: Path | None = typer.Argument(None, help="Documents to ingest (d
             search(query, store=store, k=3, filter_json=None, mode="hybrid", threshold=0.0, as_json=False)
         shown = demo_memory.run(settings(), config.tenant, console)
         if serve_api:
-            with deps.connect() as conn:
-                _, secret = api_keys.create_key(conn, config.tenant, "demo")
+            with deps.connect() as conn:  # the demo's user runs this Engram: an operator key (docs/console.md)
+                _, secret = api_keys.create_key(conn, config.tenant, "demo", grants=DEMO_GRANTS)
             _serve_until_interrupted(services, host, port, api_key=secret, store=store, memory_model=shown["model"])
         else:
             console.print("Memory through the OpenAI SDK, against `engram serve` (or `./dev demo`):\n"
                           + demo_memory.snippet("http://127.0.0.1:8000/v1", "<an API key>", shown["model"]),
                           highlight=False, soft_wrap=True)
+            console.print(f"The console, once served (`./dev demo` or `engram serve`): {console_url(host, port)} — "
+                          "sign in with an API key (engram keys create --tenant NAME --operator)", highlight=False,
+                          soft_wrap=True)
     finally:
         services.stop()
 
@@ -324,6 +332,9 @@ def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: st
     running = services.serve_api(host, port)
     state = services.state
     key = api_key or "<a key from: engram keys create --tenant NAME | tail -1>"
+    console.print(f"[bold green]Engram console[/] on {console_url(running.host, running.port)} — sign in with "
+                  + ("the key below" if api_key else "an API key (engram keys create --tenant NAME --operator)"),
+                  highlight=False, soft_wrap=True)
     console.print(f"[bold green]Engram API[/] serving on {running.url} (health: http://{running.host}:{running.port}/health)\n"
                   f"Local AWS (moto) on {state.endpoint}: drop files with `engram drop PATH --store NAME` or any S3 "
                   f"client into s3://{state.bucket}/<tenant>/<store>/; event pump "
@@ -338,6 +349,11 @@ def _serve_until_interrupted(services: Any, host: str, port: int, *, api_key: st
         console.print("A response with memory on:\n" + demo_memory.snippet(running.url, key, memory_model),
                       highlight=False, soft_wrap=True)
     _block_until_signal()
+
+
+def console_url(host: str, port: int) -> str:
+    """Where the console of an API served on ``host:port`` is (``/console``)."""
+    return f"http://{host}:{port}{CONSOLE_PATH}"
 
 
 def _block_until_signal() -> None:

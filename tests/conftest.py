@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-# Tests that build deployment layouts, lint templates, run the local AWS stack or spawn processes: marked
-# ``integration`` (not quick) by where they live.
-INTEGRATION = ("infra/", "local/", "test_benchmarks.py", "test_embedded.py", "test_outage.py")
+# Tests that build deployment layouts, lint templates, run the local AWS stack or spawn processes (the console's
+# browser): marked ``integration`` (not quick) by where they live.
+INTEGRATION = ("infra/", "local/", "console/", "test_benchmarks.py", "test_embedded.py", "test_outage.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

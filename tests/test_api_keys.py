@@ -146,7 +146,7 @@ def test_grants_are_stored_and_resolved_for_a_role_without_access_to_the_table(c
         {"files": "none", "vector_stores": "read", "memories": "write"}, {"user_id": "alice"}))
     assert full.permissions is None and full.memory_scope is None  # full access is stored as NULLs
     assert limited.permissions == {"files": "none", "vector_stores": "read", "responses": "none",
-                                   "memories": "write"}
+                                   "memories": "write", "operations": "none"}
     assert limited.memory_scope == {"user_id": "alice"}
     conn.execute("SET ROLE engram_app")
     try:
@@ -178,14 +178,34 @@ def test_cli_creates_restricted_and_bound_keys(cli, conn):
     tenant, grants = api_keys.grants_for_key(conn, secret)
     assert tenant == "cli-grants" and dict(grants.memory_scope) == {"user_id": "alice"}
     assert grants.as_dict()["permissions"] == {"files": "none", "vector_stores": "read", "responses": "none",
-                                               "memories": "write"}
+                                               "memories": "write", "operations": "none"}
     reader = cli("keys", "create", "--tenant", "cli-grants", "--read-only", "--memories", "none")
     assert "files read" in " ".join(reader.output.split())
     _, read_only = api_keys.grants_for_key(conn, reader.stdout.splitlines()[-1])
     assert read_only.as_dict()["permissions"] == {"files": "read", "vector_stores": "read", "responses": "read",
-                                                  "memories": "none"}
+                                                  "memories": "none", "operations": "none"}  # never implied
     listed = json.loads(cli("keys", "list", "--tenant", "cli-grants", "--json").stdout)
     assert listed[0]["memory_scope"] == {"user_id": "alice"} and listed[0]["permissions"]["memories"] == "write"
     assert listed[1]["memory_scope"] is None
     bad = cli("keys", "create", "--tenant", "cli-grants", "--files", "admin", expect=2)
     assert "Invalid level" in bad.output and bad.stdout.strip() == ""
+
+
+def test_operator_keys_are_asked_for_by_name(cli, conn):
+    from chalicelib.access import FULL
+
+    plain = cli("keys", "create", "--tenant", "cli-ops").stdout.splitlines()[-1]
+    _, grants = api_keys.grants_for_key(conn, plain)
+    assert grants == FULL and grants.level("operations") == "none" and not grants.operator  # full is no operator
+    made = cli("keys", "create", "--tenant", "cli-ops", "--operator")
+    assert "full access and operator" in " ".join(made.output.split())
+    _, operator = api_keys.grants_for_key(conn, made.stdout.splitlines()[-1])
+    assert operator.full and operator.operator and operator.as_dict()["permissions"]["operations"] == "write"
+    watcher = cli("keys", "create", "--tenant", "cli-ops", "--read-only", "--operations", "read")
+    _, reads = api_keys.grants_for_key(conn, watcher.stdout.splitlines()[-1])
+    assert reads.as_dict()["permissions"] == {"files": "read", "vector_stores": "read", "responses": "read",
+                                              "memories": "read", "operations": "read"} and not reads.operator
+    both = cli("keys", "create", "--tenant", "cli-ops", "--operator", "--operations", "read", expect=2)
+    assert "--operator" in both.output and both.stdout.strip() == ""
+    listed = json.loads(cli("keys", "list", "--tenant", "cli-ops", "--json").stdout)
+    assert [k["permissions"]["operations"] for k in listed] == ["none", "write", "read"]

@@ -103,6 +103,8 @@ def test_demo_with_the_real_local_model(settings, monkeypatch):
         assert "I'm vegetarian and I love cooking Indian food." in first.split("assistant", 1)[0]
         assert "I go hiking most weekends." in second.split("assistant", 1)[0]  # recalled, then repeated
         assert 'extra_body={"memory": {"user_id": "ada"}}' in result.stdout
+        assert "The console, once served (`./dev demo` or `engram serve`): http://127.0.0.1:8000/console" in \
+            result.stdout  # served: tests/console/test_demo_console.py
         vector_only = CliRunner().invoke(app, ["search", "rare words count more than common ones", "--store", "demo",
                                                "--mode", "vector", "--json", "-k", "1"], catch_exceptions=False)
         assert json.loads(vector_only.stdout)[0]["filename"] == "bm25.txt"

@@ -22,8 +22,9 @@ from chalicelib import deps
 from chalicelib.access import FULL, Access
 from chalicelib.errors import AuthenticationError
 
-# Paths served without a key: the readiness and liveness probes (chalicelib.api.health).
-PUBLIC_PATHS = frozenset({"/health", "/health/live"})
+# Paths served without a key: the readiness and liveness probes (chalicelib.api.health) and the console's page and
+# files (chalicelib.api.routes.console: it asks for a key and sends it with every API call it makes).
+PUBLIC_PATHS = frozenset({"/health", "/health/live", "/console", "/console/{asset}"})
 # Authorization schemes carrying an API key (lower case): OpenAI's ``Bearer``, and ``Token``, which mem0's clients
 # send (``chalicelib.api.routes.mem0``). Both name the same keys.
 KEY_SCHEMES = frozenset({"bearer", "token"})

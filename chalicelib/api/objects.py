@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.memory import AddJob, AddResult, AuditRow, Exchange, HistoryRow, Hit, Memory
+from chalicelib.memory import AddJob, AddResult, AuditRow, Entity, Exchange, HistoryRow, Hit, Memory
 from chalicelib.responses.agents import Agent
 from chalicelib.search.service import SearchHit
 from chalicelib.store.attachments import StoreFile
@@ -56,6 +56,28 @@ def vector_store_object(store: VectorStore, counts: FileCounts) -> dict[str, Any
     return body
 
 
+def vector_store_details(store: VectorStore) -> dict[str, Any]:
+    """Engram's ``details`` of a vector store (``include=details``): its vector ``backend``, ``chunk_count``, the
+    ``embedding_model`` and ``embedding_dimension`` its chunks were embedded with, whether it is ``shared``."""
+    return {"backend": store.backend, "chunk_count": store.chunk_count, "embedding_model": store.embedding_model,
+            "embedding_dimension": store.embedding_dim, "shared": store.shared}
+
+
+def store_file_details(row: StoreFile) -> dict[str, Any]:
+    """Engram's ``details`` of a vector-store file (``include=details``): the File's ``filename``, its
+    ``chunk_count`` and when its status last changed (``updated_at``, Unix seconds)."""
+    return {"filename": row.filename, "chunk_count": row.chunk_count, "updated_at": unix(row.updated_at)}
+
+
+def chunk_object(chunk: Any) -> dict[str, Any]:
+    """``vector_store.file.chunk`` (Engram extension): one chunk of a file as it is searched — its ``index`` in the
+    file, ``text``, ``token_count`` (embedder tokens), character offsets into the parsed text and pages (1-based,
+    null when the format has none) (a :class:`chalicelib.store.chunks.StoredChunk`)."""
+    return {"object": "vector_store.file.chunk", "index": chunk.index, "text": chunk.text,
+            "token_count": chunk.token_count, "char_start": chunk.char_start, "char_end": chunk.char_end,
+            "page_start": chunk.page_start, "page_end": chunk.page_end}
+
+
 def store_file_object(row: StoreFile) -> dict[str, Any]:
     """A ``vector_store.file`` object; its ``id`` is the File's id."""
     return {"id": row.file_id, "object": "vector_store.file", "usage_bytes": row.usage_bytes,
@@ -81,12 +103,29 @@ def deleted(object_id: str, kind: str) -> dict[str, Any]:
     return {"id": object_id, "object": kind, "deleted": True}
 
 
-def search_page(queries: list[str], hits: list[SearchHit]) -> dict[str, Any]:
+def search_page(queries: list[str], hits: list[SearchHit], include: frozenset[str] = frozenset(), *,
+                matches: list[list[tuple[int, int]]] | None = None) -> dict[str, Any]:
     """A ``vector_store.search_results.page``; scores are relevances in [0, 1] (:mod:`chalicelib.search.relevance`)
-    and ``search_query`` the queries searched (rewritten when ``rewrite_query`` was honoured)."""
-    return {"object": "vector_store.search_results.page", "search_query": queries,
-            "data": [{"file_id": h.file_id, "filename": h.filename, "score": h.score, "attributes": h.attributes,
-                      "content": [{"type": "text", "text": h.text}]} for h in hits],
+    and ``search_query`` the queries searched (rewritten when ``rewrite_query`` was honoured). Engram's ``include``
+    values add to each result: ``score_details`` — ``{"vector", "keyword", "matches"}``, the evidence its score was
+    made from (cosine similarity and BM25 over the query's best attainable, each in [0, 1]; null for a leg that did
+    not run) and where the query's words are in its text (``matches``, one per hit: ``[start, end]`` code-point
+    offsets, :func:`chalicelib.search.highlight.matches`) — and ``chunk`` — ``{"index", "char_start", "char_end",
+    "page_start", "page_end"}``, where it lies in its file. Without ``include`` the page is OpenAI's, field for
+    field."""
+    data = []
+    for position, h in enumerate(hits):
+        item: dict[str, Any] = {"file_id": h.file_id, "filename": h.filename, "score": h.score,
+                                "attributes": h.attributes, "content": [{"type": "text", "text": h.text}]}
+        if "score_details" in include:
+            spans = matches[position] if matches is not None else []
+            item["score_details"] = {"vector": h.similarity, "keyword": h.keyword,
+                                     "matches": [list(span) for span in spans]}
+        if "chunk" in include:
+            item["chunk"] = {"index": h.chunk_index, "char_start": h.char_start, "char_end": h.char_end,
+                             "page_start": h.page_start, "page_end": h.page_end}
+        data.append(item)
+    return {"object": "vector_store.search_results.page", "search_query": queries, "data": data,
             "has_more": False, "next_page": None}
 
 
@@ -137,6 +176,15 @@ def memory_history_entry(row: HistoryRow) -> dict[str, Any]:
     return {"id": row.id, "object": "memory.history", "memory_id": row.memory_id, "event": row.event,
             "old_memory": row.old_memory, "new_memory": row.new_memory, "actor": row.actor,
             "details": row.details, "created_at": unix(row.created_at)}
+
+
+def memory_entity(entity: Entity) -> dict[str, Any]:
+    """``memory.entity`` (Engram extension): a user, agent or run holding memories — its ``type`` and ``id``, how
+    many of its memories are ``active`` and how many exist in all (every version and status), when its first was
+    created and its latest changed."""
+    return {"object": "memory.entity", "type": entity.kind, "id": entity.name,
+            "memories": {"active": entity.active, "total": entity.total},
+            "created_at": unix(entity.created_at), "updated_at": unix(entity.updated_at)}
 
 
 def exchange_object(exchange: Exchange) -> dict[str, Any]:

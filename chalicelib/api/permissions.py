@@ -5,8 +5,11 @@ A route reads (``read``) or changes (``write``) one resource of :mod:`chalicelib
 ``POST`` (searches, mem0's ``get_all``) are reads. ``/mcp`` only needs a valid key: each of its tools checks its
 own permission, and a tool the key may not use is not listed (:mod:`chalicelib.mcp_server`). ``POST /v1/responses``
 needs ``responses.write``, plus ``vector_stores.read`` for a ``file_search`` tool and ``memories.read`` / ``write``
-for recalling / remembering (:mod:`chalicelib.responses.service` checks those). The probes (``/health``) need no
-key at all. ``tests/test_permissions.py`` walks ``app.routes`` and fails on any route missing here.
+for recalling / remembering (:mod:`chalicelib.responses.service` checks those). ``GET /v1/me`` and
+``GET /v1/tenant/limits`` only need a valid key (the usage shown follows the key's reads). The operator's routes
+(``/v1/jobs``, changing ``/v1/tenant/limits``) need ``operations``, which no key has unless created with it. The
+probes (``/health``) and the console's page and files (``/console``) need no key at all.
+``tests/compat/test_permissions.py`` walks ``app.routes`` and fails on any route missing here.
 """
 
 from __future__ import annotations
@@ -39,9 +42,13 @@ def _table(resource: Resource, reads: str, writes: str) -> dict[str, Need]:
 ROUTES: dict[str, Need] = {
     "GET /health": PUBLIC,
     "GET /health/live": PUBLIC,
+    "GET /console": PUBLIC,
+    "GET /console/{asset}": PUBLIC,
     "POST /mcp": ANY_KEY,
     "GET /mcp": ANY_KEY,
     "DELETE /mcp": ANY_KEY,
+    "GET /v1/me": ANY_KEY,
+    "GET /v1/tenant/limits": ANY_KEY,
     **_table("files", reads="""
         GET /v1/files
         GET /v1/files/{file_id}
@@ -61,8 +68,11 @@ ROUTES: dict[str, Need] = {
         GET /v1/vector_stores/{vector_store_id}/files
         GET /v1/vector_stores/{vector_store_id}/files/{file_id}
         GET /v1/vector_stores/{vector_store_id}/files/{file_id}/content
+        GET /v1/vector_stores/{vector_store_id}/files/{file_id}/chunks
         GET /v1/vector_stores/{vector_store_id}/file_batches/{batch_id}
         GET /v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/files
+        GET /v1/drop_folder/syncs
+        GET /v1/drop_folder/errors
     """, writes="""
         POST /v1/vector_stores
         POST /v1/vector_stores/{vector_store_id}
@@ -75,6 +85,7 @@ ROUTES: dict[str, Need] = {
         POST /v1/drop_folder/sync
     """),
     **_table("responses", reads="""
+        GET /v1/responses
         GET /v1/responses/{response_id}
         GET /v1/responses/{response_id}/input_items
         GET /v1/conversations
@@ -104,6 +115,7 @@ ROUTES: dict[str, Need] = {
         GET /v1/memories/{memory_id}
         GET /v1/memories/{memory_id}/history
         GET /v1/memories/stats
+        GET /v1/memories/entities
         GET /v1/memories/exchanges
         GET /v1/memories/exchanges/{exchange_id}
         GET /mem0/v1/ping
@@ -132,6 +144,13 @@ ROUTES: dict[str, Need] = {
         DELETE /mem0/v1/batch
         POST /mem0/v1/feedback
         POST /mem0/v2/profiles/jobs
+    """),
+    **_table("operations", reads="""
+        GET /v1/jobs
+        GET /v1/jobs/{job_name}/runs
+    """, writes="""
+        POST /v1/jobs/{job_name}/runs
+        POST /v1/tenant/limits
     """),
 }
 

@@ -15,7 +15,7 @@ from chalicelib.errors import InvalidRequestError, PayloadTooLargeError
 from chalicelib.store.paging import Page
 from chalicelib.validation import parse_json_object, validate
 
-__all__ = ["json_body", "page", "query", "raw_body", "validate"]
+__all__ = ["includes", "json_body", "page", "query", "raw_body", "validate"]
 
 
 def raw_body(request) -> bytes:
@@ -49,6 +49,20 @@ def query(request) -> Query:
     """The request's parsed query parameters (:mod:`chalicelib.api.query`: declared by its route, typed, each
     scalar given once and non-empty)."""
     return parsed(request)
+
+
+def includes(params: Query, allowed: tuple[str, ...]) -> frozenset[str]:
+    """The values of the ``include`` array parameter (declared ``include=ARRAY``), each one of ``allowed``.
+
+    Raises:
+        InvalidRequestError: (400, ``invalid_value``, param ``include``) a value not in ``allowed``.
+    """
+    values = params.array("include")
+    for value in values:
+        if value not in allowed:
+            raise InvalidRequestError(f"Invalid 'include': {value[:64]!r} is not one of {', '.join(allowed)}.",
+                                      param="include", code="invalid_value")
+    return frozenset(values)
 
 
 def page(params: Mapping[str, Any], *, prefix: str | None, default_limit: int = 20, max_limit: int = 100,

@@ -106,14 +106,19 @@ class CreateFileBatch(_Body):
                 for f in self.file_ids or []]
 
 
+# Engram's additions to each search result, asked for by name (``include``; chalicelib.api.objects.search_page).
+SearchInclude = Literal["score_details", "chunk"]
+
+
 class SearchRequest(_Body):
-    """``POST /v1/vector_stores/{id}/search``."""
+    """``POST /v1/vector_stores/{id}/search``; ``include`` is Engram's (without it the page is OpenAI's)."""
 
     query: Query | QueryList
     max_num_results: int = Field(default=10, ge=1, le=50)
     rewrite_query: bool = False
     filters: dict[str, Any] | None = None
     ranking_options: dict[str, Any] | None = None
+    include: Annotated[list[SearchInclude], Field(max_length=4)] | None = None
 
 
 class FileExpiresAfter(_Body):

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from chalicelib.store.db import one
 
 __all__ = ["ALL_TENANTS", "EndStatus", "JobState", "RunRecord", "RunStatus", "acquire", "checkpoint", "finish",
-           "last_run_covering", "latest_runs", "start_run", "states"]
+           "last_run_covering", "latest_runs", "runs_covering", "start_run", "states", "states_covering"]
 
 ALL_TENANTS = "*"
 # A run's status: the CHECK constraint of ``job_runs.status`` (migrations/0008_jobs.sql says what each means).
@@ -65,6 +65,20 @@ _COVERING = """
 SELECT id, job, scope, owner, started_at, finished_at, status, counts, cursor_in, cursor_out, error FROM job_runs
 WHERE job = %(job)s AND (scope IN (%(all)s, %(tenant)s) OR starts_with(scope, %(tenant)s || '?'))
 ORDER BY id DESC LIMIT 1"""
+
+
+# The scopes whose runs concern one tenant: every tenant's ("*"), the tenant's, or the tenant's with options
+# ("<tenant>?name=value"; a tenant name holds no "?", chalicelib/store/api_keys.py validate_tenant). What the API
+# shows a tenant's key (chalicelib/api/routes/operations.py): never another tenant's scope.
+_COVERS = "({scope} IN (%(all)s, %(tenant)s) OR starts_with({scope}, %(tenant)s || '?'))"
+_STATES_COVERING = f"""
+SELECT s.job, s.scope, s.cursor, s.due_at, s.leased_until, r.started_at, r.finished_at, r.status, r.counts, r.error
+FROM job_state s LEFT JOIN job_runs r ON r.id = s.last_run_id WHERE {_COVERS.format(scope="s.scope")}
+ORDER BY s.job, s.scope"""
+_RUNS_COVERING = f"""
+SELECT id, job, scope, owner, started_at, finished_at, status, counts, cursor_in, cursor_out, error FROM job_runs
+WHERE job = %(job)s AND {_COVERS.format(scope="scope")} AND (%(before)s::bigint IS NULL OR id < %(before)s)
+ORDER BY id DESC LIMIT %(limit)s"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +173,19 @@ def last_run_covering(conn: psycopg.Connection, job: str, tenant: str) -> RunRec
     options), or None."""
     with conn.cursor(row_factory=class_row(RunRecord)) as cur:
         return cur.execute(_COVERING, {"job": job, "all": ALL_TENANTS, "tenant": tenant}).fetchone()
+
+
+def states_covering(conn: psycopg.Connection, tenant: str) -> list[JobState]:
+    """Every job's standing in the scopes that concern ``tenant`` (every tenant's, the tenant's, the tenant's with
+    options); jobs never run there have none."""
+    with conn.cursor(row_factory=class_row(JobState)) as cur:
+        return cur.execute(_STATES_COVERING, {"all": ALL_TENANTS, "tenant": tenant}).fetchall()
+
+
+def runs_covering(conn: psycopg.Connection, job: str, tenant: str, *, limit: int = 20,
+                  before: int | None = None) -> list[RunRecord]:
+    """The newest ``limit`` runs of ``job`` in the scopes that concern ``tenant`` (see :func:`states_covering`),
+    those with an id below ``before`` when given (the next page)."""
+    with conn.cursor(row_factory=class_row(RunRecord)) as cur:
+        return cur.execute(_RUNS_COVERING, {"job": job, "all": ALL_TENANTS, "tenant": tenant, "limit": limit,
+                                            "before": before}).fetchall()

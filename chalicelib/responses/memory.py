@@ -170,18 +170,22 @@ def recall_for(conn: psycopg.Connection, settings: Settings, tenant_id: str, pla
 def usage_of(recalled: Recalled | None, plan: MemoryPlan) -> dict[str, Any]:
     """``usage.memory`` of a response with memory on (a new dict): ``status`` (``completed`` or ``failed``; ``off``
     when recall is off, ``recalled`` None) and ``reason`` (why recall failed or is off; null when it completed),
-    ``memories`` and ``exchanges`` (how many of each were recalled), ``ids`` (theirs, in the block's order),
+    ``memories`` and ``exchanges`` (how many of each were recalled), ``ids`` (theirs, in the block's order) and
+    ``scores`` (each one's recall score, in the same order: a memory's as ``/v1/memories/search`` scores it, an
+    exchange's similarity),
     ``embedding_tokens``, ``injected_tokens`` and ``latency_ms`` (0 when recall did not get that far); then what
     happens to the exchange: ``remember`` (``off`` with ``memory.remember: false``; set by
     :func:`remembered` once the response is done: ``queued``, ``skipped`` or ``failed``), ``remember_reason``
     (why it was skipped or failed) and ``memory_job_id`` (the remember job; null when none was dispatched)."""
     item: dict[str, Any] = recalled.item if recalled is not None else {"status": "off", "reason": "recall=false"}
     results = item.get("results") or []
+    score = {r.get("id"): r.get("score") for r in results}
     spent = item.get("usage") or {}
     return {"status": item.get("status", "completed"), "reason": item.get("reason"),
             "memories": sum(1 for r in results if r.get("type") == "memory"),
             "exchanges": sum(1 for r in results if r.get("type") == "exchange"),
             "ids": list(recalled.prior_ids) if recalled is not None else [],
+            "scores": [score.get(i) for i in recalled.prior_ids] if recalled is not None else [],
             "embedding_tokens": spent.get("embedding_tokens", 0), "injected_tokens": spent.get("injected_tokens", 0),
             "latency_ms": spent.get("latency_ms", 0.0), "memory_job_id": None,
             "remember": "pending" if plan.remember else "off",

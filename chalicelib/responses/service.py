@@ -37,6 +37,7 @@ from chalicelib.memory import MemoryScope, thread_of
 from chalicelib.memory import context as memory_context
 from chalicelib.responses import agents, citations, conversations, history, items, loop, memory, schemas, store, tools
 from chalicelib.responses import chain as chains
+from chalicelib.responses import conversations_store as cstore
 from chalicelib.responses.events import Emitter
 from chalicelib.responses.objects import ResponseState, deleted, is_memory_item, visible, visible_items
 from chalicelib.responses.tokens import messages_tokens
@@ -502,6 +503,26 @@ def retrieve(settings: Settings, tenant_id: str, response_id: str, *, include: l
         row = store.get(conn, tenant_id, response_id)
     return visible(row.response, include_results=shown,
                    include_memory=schemas.MEMORY_SEARCH_RESULTS in (include or []))
+
+
+def list_responses(settings: Settings, tenant_id: str, page: Page, *, conversation_id: str | None = None,
+                   include: list[str] | None = None) -> tuple[list[dict[str, Any]], bool]:
+    """``GET /v1/responses`` (Engram's): one page of the tenant's stored responses, newest first by default — of
+    one conversation when ``conversation_id`` is given — each as :func:`retrieve` shows it: ``(objects,
+    has_more)``.
+
+    Raises:
+        InvalidRequestError: (400) a malformed conversation id or include value.
+        NotFoundError: (404) no such conversation for this tenant.
+    """
+    shown = _include(include)
+    with tenant_connection(settings, tenant_id) as conn:
+        if conversation_id is not None:
+            cstore.get(conn, tenant_id, ids.validate_id(conversation_id, ids.CONVERSATION, param="conversation"),
+                       param="conversation")
+        rows, has_more = store.list_page(conn, tenant_id, page, conversation_id=conversation_id)
+    return [visible(row.response, include_results=shown,
+                    include_memory=schemas.MEMORY_SEARCH_RESULTS in (include or [])) for row in rows], has_more
 
 
 def delete(settings: Settings, tenant_id: str, response_id: str) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from chalicelib.errors import NotFoundError
 from chalicelib.responses.turns import Summary, Turn
-from chalicelib.store.paging import Page, cursor_not_in_list
+from chalicelib.store.paging import Page, cursor_not_in_list, keyset, trim
 from chalicelib.wire import ResponseStatus
 
 # A chain walk never follows more links than this (a guard; summaries keep real walks short).
@@ -166,3 +167,22 @@ def unsummarized(conn: psycopg.Connection, threshold_tokens: int, limit: int,
     has no summary yet, longest first (one tenant's, or every tenant's as the table owner)."""
     return [tuple(r) for r in conn.execute(_UNSUMMARIZED, {"threshold": threshold_tokens, "limit": limit,
                                                             "tenant": tenant_id})]
+
+
+# A page of the tenant's responses by creation (ids are time-ordered), optionally only those one conversation's
+# turns recorded (conversation_items.turn: the response that added an item).
+_PAGE = f"""SELECT {_COLUMNS} FROM responses WHERE tenant_id = %(tenant)s AND {{keyset}}
+AND (%(conversation)s::text IS NULL OR id IN (SELECT turn FROM conversation_items
+                                               WHERE tenant_id = %(tenant)s AND conversation_id = %(conversation)s))
+ORDER BY {{order}} LIMIT %(page_limit)s"""
+
+
+def list_page(conn: psycopg.Connection, tenant_id: str, page: Page, *,
+              conversation_id: str | None = None) -> tuple[list[StoredResponse], bool]:
+    """One page of the tenant's stored responses (those of ``conversation_id`` only, when given): ``(rows,
+    has_more)``."""
+    where, order, params = keyset(page, "id")
+    with conn.cursor(row_factory=class_row(StoredResponse)) as cur:
+        rows = cur.execute(sql.SQL(_PAGE).format(keyset=where, order=order),
+                           {"tenant": tenant_id, "conversation": conversation_id, **params}).fetchall()
+    return trim(page, rows)

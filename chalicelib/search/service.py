@@ -74,7 +74,10 @@ class RankingOptions:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """One retrieved chunk; ``score`` its relevance in [0, 1] (:mod:`chalicelib.search.relevance`); character
-    offsets into the parsed text; pages 1-based or None."""
+    offsets into the parsed text; pages 1-based or None; the evidence the score was made from
+    (:class:`chalicelib.search.ranking.Ranked`): ``similarity`` its cosine similarity to the query in [0, 1] (None
+    when the vector leg did not run), ``keyword`` its BM25 over the query's best attainable in [0, 1] (None when
+    the keyword leg did not run), with several queries the best over them."""
 
     chunk_id: int
     vector_store_id: str
@@ -88,6 +91,8 @@ class SearchHit:
     page_end: int | None
     char_start: int
     char_end: int
+    similarity: float | None = None
+    keyword: float | None = None
 
 
 class _Weights(RequestBody):
@@ -177,8 +182,8 @@ def search(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStor
                        backend=backend, rerank=ranking.ranker != "none")
     if len(groups) > 1:
         ranked.sort(key=lambda r: -r.relevance)
-    scored = [(r.id, r.relevance) for r in ranked if r.relevance >= ranking.score_threshold][:limit]
-    return _fetch(conn, tenant_ids, scored)
+    kept = [r for r in ranked if r.relevance >= ranking.score_threshold][:limit]
+    return _fetch(conn, tenant_ids, kept)
 
 
 def search_scope(conn: psycopg.Connection, tenant_id: str, stores: Sequence[VectorStore],
@@ -196,17 +201,22 @@ def search_scope(conn: psycopg.Connection, tenant_id: str, stores: Sequence[Vect
     return store_scope(owners, store_ids, rows)
 
 
-def _fetch(conn: psycopg.Connection, tenant_ids: Sequence[str], scored: list[tuple[Any, float]]) -> list[SearchHit]:
-    if not scored:
+def _fetch(conn: psycopg.Connection, tenant_ids: Sequence[str], kept: list[Ranked]) -> list[SearchHit]:
+    if not kept:
         return []
     rows = {r[0]: r for r in conn.execute(_FETCH, {"tenants": list(tenant_ids),
-                                                   "ids": [cid for cid, _ in scored]}).fetchall()}
+                                                   "ids": [found.id for found in kept]}).fetchall()}
     hits = []
-    for cid, score in scored:
-        r = rows.get(cid)
+    for found in kept:
+        r = rows.get(found.id)
         if r is None:  # deleted between ranking and fetching
             continue
         hits.append(SearchHit(chunk_id=r[0], vector_store_id=r[1], file_id=r[2], filename=r[3], chunk_index=r[4],
-                              text=r[5], score=round(score, 6), attributes=r[6], page_start=r[7], page_end=r[8],
-                              char_start=r[9], char_end=r[10]))
+                              text=r[5], score=round(found.relevance, 6), attributes=r[6], page_start=r[7],
+                              page_end=r[8], char_start=r[9], char_end=r[10],
+                              similarity=_rounded(found.similarity), keyword=_rounded(found.keyword)))
     return hits
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

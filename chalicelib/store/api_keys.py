@@ -99,7 +99,8 @@ def _hint(secret: str) -> str:
 def create_key(conn: psycopg.Connection, tenant_id: str, name: str | None = None, *,
                grants: access.Access | None = None) -> tuple[ApiKey, str]:
     """Create a key for ``tenant_id`` (the tenant row is created if missing) labelled ``name``, allowed ``grants``
-    (None or :data:`chalicelib.access.FULL`: every resource, no memory scope — stored as NULLs).
+    (None or :data:`chalicelib.access.FULL`: every data resource, no ``operations``, no memory scope — stored as
+    NULLs).
 
     Returns:
         ``(ApiKey, secret)``: the stored row and the secret ``sk-engram-...`` key. The secret is not stored and
@@ -114,8 +115,8 @@ def create_key(conn: psycopg.Connection, tenant_id: str, name: str | None = None
     validate_tenant(tenant_id)
     grants = grants or access.FULL
     checked = access.parse(grants.permissions, grants.memory_scope)  # what is stored reads back the same
-    permissions = None if all(checked.level(r) == "write" for r in access.RESOURCES) else \
-        {r: checked.level(r) for r in access.RESOURCES}
+    as_full = all(checked.level(r) == access.FULL.level(r) for r in access.RESOURCES)  # NULL reads back as FULL
+    permissions = None if as_full else {r: checked.level(r) for r in access.RESOURCES}
     secret = KEY_PREFIX + secrets.token_urlsafe(_TOKEN_BYTES)
     ensure_tenant(conn, tenant_id)
     with conn.cursor(row_factory=class_row(ApiKey)) as cur:

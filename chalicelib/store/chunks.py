@@ -156,3 +156,32 @@ def dumpable(vector: Any) -> Any:
 
         return Vector([float(x) for x in vector])
     return vector
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as stored (no vector): its ``index`` in the file, ``text``, ``token_count`` (embedder tokens),
+    character offsets into the parsed text, pages 1-based or None."""
+
+    index: int
+    text: str
+    token_count: int
+    char_start: int
+    char_end: int
+    page_start: int | None
+    page_end: int | None
+
+
+# A file's chunks in order after a chunk index (chunks_scope: vector_store_id, file_id, chunk_index).
+_FILE_CHUNKS = """SELECT chunk_index, text, token_count, char_start, char_end, page_start, page_end FROM chunks
+WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND file_id = %(file)s AND chunk_index > %(after)s
+ORDER BY chunk_index LIMIT %(limit)s"""
+
+
+def file_chunks(conn: psycopg.Connection, tenant_id: str, store_id: str, file_id: str, *, after: int = -1,
+                limit: int = 20) -> tuple[list[StoredChunk], bool]:
+    """One page of a file's chunks in file order, those after chunk index ``after``: ``(chunks, has_more)``
+    (``[]`` for a file without chunks: failed, empty, or not attached)."""
+    rows = conn.execute(_FILE_CHUNKS, {"tenant": tenant_id, "store": store_id, "file": file_id, "after": after,
+                                       "limit": limit + 1}).fetchall()
+    return [StoredChunk(*row) for row in rows[:limit]], len(rows) > limit

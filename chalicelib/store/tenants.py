@@ -14,8 +14,8 @@ from psycopg.types.json import Jsonb
 from chalicelib.config import ENV_MAX_FILE_BYTES
 from chalicelib.errors import InvalidRequestError
 
-__all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "drop_folder_enabled", "limits", "max_file_bytes",
-           "memory_defaults", "raise_hint", "set_drop_folder", "set_limits", "set_memory_defaults"]
+__all__ = ["DEFAULT_LIMITS", "TenantLimits", "check_store_capacity", "drop_folder_enabled", "knowledge_usage", "limits",
+           "max_file_bytes", "memory_defaults", "raise_hint", "set_drop_folder", "set_limits", "set_memory_defaults"]
 
 _GET = "SELECT memory_defaults FROM tenants WHERE id = %s"
 _GET_LIMITS = "SELECT limits FROM tenants WHERE id = %s"
@@ -155,3 +155,22 @@ def check_store_capacity(conn: psycopg.Connection, tenant_id: str, store_id: str
             f"The tenant's vector stores would use {used + new_bytes:,} bytes; its max_storage_bytes limit is "
             f"{current.max_storage_bytes:,}. {raise_hint(tenant_id, 'max_storage_bytes')}", param=param,
             code="storage_limit_exceeded")
+
+
+# What the tenant's knowledge limits are measured against: its stores, their bytes (max_storage_bytes), its files,
+# the most files one store holds (max_files_per_store) and its largest file (max_file_size_bytes).
+_KNOWLEDGE_USAGE = """
+SELECT (SELECT count(*) FROM vector_stores WHERE tenant_id = %(tenant)s),
+       (SELECT coalesce(sum(usage_bytes), 0) FROM vector_stores WHERE tenant_id = %(tenant)s),
+       (SELECT count(*) FROM files WHERE tenant_id = %(tenant)s),
+       (SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM vector_store_files WHERE tenant_id = %(tenant)s
+                                         GROUP BY vector_store_id) AS per_store),
+       (SELECT coalesce(max(bytes), 0) FROM files WHERE tenant_id = %(tenant)s)"""
+
+
+def knowledge_usage(conn: psycopg.Connection, tenant_id: str) -> dict[str, int]:
+    """What the tenant uses of its knowledge limits: ``{"vector_stores", "storage_bytes" (its stores'
+    usage_bytes), "files", "max_store_files" (the fullest store's files), "max_file_bytes" (its largest file)}``."""
+    row = conn.execute(_KNOWLEDGE_USAGE, {"tenant": tenant_id}).fetchone()
+    names = ("vector_stores", "storage_bytes", "files", "max_store_files", "max_file_bytes")
+    return {name: int(value) for name, value in zip(names, row or (0,) * len(names))}

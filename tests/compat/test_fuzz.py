@@ -27,6 +27,8 @@ generated request can legitimately write, by construction:
   time); its deliberate refusals write nothing whatever they are sent;
 - the drop-folder sync (``POST /v1/drop_folder/sync``) always names a store that does not exist (checked before
   the bucket is listed or a run recorded; the server has no drop bucket either, which is refused first);
+- the operator's routes that run a job now or change the tenant's limits are refused to the fuzz key (a full key,
+  without the ``operations`` permission: 403 before the route runs);
 - read-only routes (GETs, search) may name the real objects, with any query string or body.
 
 A snapshot of every row (owner connection) taken before the run must equal the one taken after.
@@ -86,7 +88,7 @@ PREFIXES = {"vector_store_id": ids.VECTOR_STORE, "file_id": ids.FILE, "batch_id"
             "upload_id": ids.UPLOAD, "response_id": ids.RESPONSE, "memory_id": ids.MEMORY, "job_id": ids.MEMORY_JOB,
             "agent_id": ids.AGENT, "event_id": ids.MEMORY_JOB, "conversation_id": ids.CONVERSATION,
             "item_id": ids.MESSAGE, "exchange_id": ids.EXCHANGE, "entity_type": "user", "entity_id": "ent_", "org_id": "org_",
-            "project_id": "proj_", "webhook_id": ""}
+            "project_id": "proj_", "webhook_id": "", "job_name": ""}
 WRITES = {(m, p) for p, m in ROUTES} - READ_ONLY
 
 
@@ -125,7 +127,9 @@ def test_every_route_is_fuzzed():
         ("DELETE", "/mem0/api/v1/webhooks/{webhook_id}"),
         ("POST", "/v1/conversations"), ("POST", "/v1/conversations/{conversation_id}"),
         ("DELETE", "/v1/conversations/{conversation_id}"), ("POST", "/v1/conversations/{conversation_id}/items"),
-        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}"), ("POST", "/v1/drop_folder/sync")} == WRITES
+        ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}"), ("POST", "/v1/drop_folder/sync"),
+        # the operator's: the fuzz key has no operations permission, so both are refused before they run
+        ("POST", "/v1/jobs/{job_name}/runs"), ("POST", "/v1/tenant/limits")} == WRITES
 
 
 # ---------------------------------------------------------------------------------------------------------------

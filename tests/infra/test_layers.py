@@ -114,6 +114,9 @@ status, _, body = mcp_server.handle_http("POST", head, json.dumps(hello).encode(
 listed = mcp_server.handle_http("POST", {**head, "mcp-protocol-version": "2025-11-25"},
                                 json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode())
 print(status, json.loads(body)["result"]["serverInfo"]["name"], len(json.loads(listed[2])["result"]["tools"]))
+# /console in this layout: the page and its files ship in the code package.
+from chalicelib.api.routes import console
+print(console.console_page().status_code, *(console.console_asset(name).status_code for name in console.ASSETS))
 """
 
 
@@ -125,7 +128,7 @@ def test_the_api_layout_imports_app_serves_mcp_and_has_no_parser(synthesized: Pa
     assert printed[:3] == ["True", "[]", "True"]
     if build.bytecode_applies():
         assert printed[3] == "0", printed[3:]
-    assert printed[-3:] == ["200", "engram", "10"], printed
+    assert printed[-6:] == ["200", "engram", "10", "200", "200", "200"], printed  # MCP, then the console
 
 
 _PARSE_SCRIPT = """

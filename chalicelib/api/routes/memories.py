@@ -216,6 +216,25 @@ def memory_stats() -> dict:
     return {"object": "memory.stats", **ids_, **counts}
 
 
+@bp.route("/memories/entities", methods=["GET"])
+@accepts(limit=INTEGER, offset=INTEGER)
+def list_entities() -> dict:
+    """The tenant's users, agents and runs holding memories, most recently changed first (a key bound to a memory
+    scope: its own only), each with its memory counts → ``{"object": "list", "data": [memory.entity], "total",
+    "has_more"}``; ``limit`` 1..100 (default 20) and ``offset`` page through them."""
+    params = request.query(bp.current_request)
+    limit, offset = params.get("limit", 20), params.get("offset", 0)
+    if not 1 <= limit <= 100:
+        raise InvalidRequestError(f"Invalid 'limit': must be between 1 and 100, got {limit}.", param="limit",
+                                  code="invalid_value")
+    if offset < 0:
+        raise InvalidRequestError("Invalid 'offset': must be 0 or more.", param="offset", code="invalid_value")
+    with session() as (conn, ctx):
+        rows, total = memory.entities(conn, ctx, limit=limit, offset=offset)
+    return {"object": "list", "data": [objects.memory_entity(row) for row in rows], "total": total,
+            "has_more": offset + len(rows) < total}
+
+
 @bp.route("/memories/exchanges", methods=["GET"])
 @accepts(*SCOPE, "thread_id", "session_id", **PAGE)
 def list_exchanges() -> dict:

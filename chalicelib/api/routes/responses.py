@@ -10,7 +10,7 @@ from __future__ import annotations
 from chalice import Blueprint
 from chalice.app import Response
 
-from chalicelib import deps
+from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_access, current_tenant
 from chalicelib.api.query import ARRAY, BOOLEAN, PAGE, accepts
@@ -48,6 +48,18 @@ def create_response() -> Response:
         return Response(body=payload.decode("utf-8"), status_code=200,
                         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
     return respond(_service().create_response(settings, tenant, body, access=current_access()))
+
+
+@bp.route("/responses", methods=["GET"])
+@accepts("conversation", include=ARRAY, **PAGE)
+def list_responses() -> dict:
+    """Engram's: a cursor page of the tenant's stored responses (``limit``, ``order`` default ``desc``, ``after``,
+    ``before``; ``conversation=conv_...``: only the responses of that conversation; ``include`` as on retrieve)."""
+    params = request.query(bp.current_request)
+    page = request.page(params, prefix=ids.RESPONSE, default_limit=20, max_limit=100)
+    data, has_more = _service().list_responses(deps.current_settings(), current_tenant(), page,
+                                               conversation_id=params.get("conversation"), include=_include())
+    return objects.cursor_page(data, has_more)
 
 
 @bp.route("/responses/{response_id}", methods=["GET"])

@@ -10,9 +10,10 @@ from chalice.app import Response
 from chalicelib import deps, ids
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import PAGE, accepts, choice
+from chalicelib.api.query import ARRAY, INTEGER, PAGE, accepts, choice
 from chalicelib.api.routes.common import file_id, respond, settled_store, store_id, sync_vector_index
 from chalicelib.api.schemas import CreateVectorStoreFile, UpdateVectorStoreFile
+from chalicelib.errors import InvalidRequestError
 from chalicelib.store import attachments, chunks, vector_stores
 from chalicelib.wire import FileStatus
 
@@ -20,6 +21,9 @@ bp = Blueprint(__name__)
 
 # The values of the ``filter`` query parameter: a vector-store file's statuses.
 STATUSES: tuple[FileStatus, ...] = get_args(FileStatus)
+# Engram's ``include`` values on the list and retrieve routes: ``details`` adds the file's name and chunk count
+# (chalicelib.api.objects.store_file_details).
+INCLUDE = ("details",)
 
 
 def _object(row) -> Response:
@@ -49,26 +53,70 @@ def create_vector_store_file(vector_store_id: str) -> Response:
 
 
 @bp.route("/vector_stores/{vector_store_id}/files", methods=["GET"])
-@accepts(filter=choice(*STATUSES), **PAGE)
+@accepts(filter=choice(*STATUSES), include=ARRAY, **PAGE)
 def list_vector_store_files(vector_store_id: str) -> dict:
-    """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)``."""
+    """``vector_stores.files.list(vector_store_id, limit=, order=, after=, before=, filter=)`` (Engram's
+    ``include=details``: each file's name and chunk count too)."""
     params = request.query(bp.current_request)
+    details = "details" in request.includes(params, INCLUDE)
     page = request.page(params, prefix=ids.FILE, default_limit=20, max_limit=100)
     status = params.get("filter")
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))
         rows, has_more = attachments.list_page(conn, tenant, vector_store_id, page, status=status)
-    return objects.cursor_page([objects.store_file_object(r) for r in rows], has_more)
+    return objects.cursor_page([_body(r, details) for r in rows], has_more)
 
 
 @bp.route("/vector_stores/{vector_store_id}/files/{file_id}", methods=["GET"])
+@accepts(include=ARRAY)
 def retrieve_vector_store_file(vector_store_id: str, file_id: str) -> Response:
-    """``vector_stores.files.retrieve(file_id, vector_store_id=)`` (what ``poll`` calls)."""
+    """``vector_stores.files.retrieve(file_id, vector_store_id=)`` (what ``poll`` calls; ``include=details`` as on
+    the list)."""
+    details = "details" in request.includes(request.query(bp.current_request), INCLUDE)
     tenant = current_tenant()
     with tenant_db() as conn:
         settled_store(conn, tenant, store_id(vector_store_id))
-        return _object(attachments.get(conn, tenant, vector_store_id, _file(file_id)))
+        row = attachments.get(conn, tenant, vector_store_id, _file(file_id))
+    return respond(_body(row, details), in_progress=row.status == "in_progress")
+
+
+@bp.route("/vector_stores/{vector_store_id}/files/{file_id}/chunks", methods=["GET"])
+@accepts(limit=INTEGER, after=INTEGER)
+def list_file_chunks(vector_store_id: str, file_id: str) -> dict:
+    """Engram's: a page of the file's chunks as they are searched, in file order (``limit`` 1..100, default 20;
+    ``after``: the ``index`` of the last chunk of the previous page) → ``{"object": "list", "data":
+    [vector_store.file.chunk], "first_id", "last_id" (chunk indexes), "has_more"}``; empty for a file that is not
+    ``completed``.
+
+    Raises:
+        NotFoundError: no such store, or the file is not attached to it.
+        InvalidRequestError: ``limit`` out of range, ``after`` negative.
+    """
+    params = request.query(bp.current_request)
+    limit = params.get("limit", 20)
+    if not 1 <= limit <= 100:
+        raise InvalidRequestError(f"Invalid 'limit': must be between 1 and 100, got {limit}.", param="limit",
+                                  code="invalid_value")
+    after = params.get("after", -1)
+    if "after" in params and after < 0:
+        raise InvalidRequestError("Invalid 'after': expected the index (0 or more) of a chunk.", param="after",
+                                  code="invalid_value")
+    tenant = current_tenant()
+    with tenant_db() as conn:
+        vector_stores.get(conn, tenant, store_id(vector_store_id))
+        attachments.get(conn, tenant, vector_store_id, _file(file_id))
+        rows, has_more = chunks.file_chunks(conn, tenant, vector_store_id, file_id, after=after, limit=limit)
+    data = [objects.chunk_object(row) for row in rows]
+    return {"object": "list", "data": data, "first_id": data[0]["index"] if data else None,
+            "last_id": data[-1]["index"] if data else None, "has_more": has_more}
+
+
+def _body(row, details: bool) -> dict:
+    body = objects.store_file_object(row)
+    if details:
+        body["details"] = objects.store_file_details(row)
+    return body
 
 
 def _file(value: str) -> str:

@@ -16,10 +16,11 @@ from chalice.app import Response
 from chalicelib import deps, ids, observability
 from chalicelib.api import objects, request
 from chalicelib.api.context import current_tenant, tenant_db
-from chalicelib.api.query import PAGE, accepts
+from chalicelib.api.query import ARRAY, PAGE, accepts
 from chalicelib.api.routes.common import respond, settled_store, store_id, sync_vector_index
 from chalicelib.api.schemas import CreateVectorStore, SearchRequest, UpdateVectorStore
 from chalicelib.ingest.chunk import resolve_chunking_strategy
+from chalicelib.search import highlight
 from chalicelib.search.rewrite import rewrite_queries
 from chalicelib.search.service import parse_ranking_options, search
 from chalicelib.store import vector_stores
@@ -28,12 +29,19 @@ from chalicelib.validation import param_path
 bp = Blueprint(__name__)
 
 
-def _object(conn, tenant: str, store) -> Response:
+# Engram's ``include`` values on the list and retrieve routes: ``details`` adds the store's backend, chunk count,
+# embedding model and sharing (chalicelib.api.objects.vector_store_details).
+INCLUDE = ("details",)
+
+
+def _object(conn, tenant: str, store, *, details: bool = False) -> Response:
     if store.tenant_id == tenant:
         counts = vector_stores.file_counts(conn, tenant, [store.id])[store.id]
     else:  # a shared store: its owner's files, counted through the view every tenant may read
         counts = vector_stores.shared_file_counts(conn, [store.id])[store.id]
     body = objects.vector_store_object(store, counts)
+    if details:
+        body["details"] = objects.vector_store_details(store)
     return respond(body, in_progress=body["status"] == "in_progress")
 
 
@@ -63,23 +71,35 @@ def create_vector_store() -> Response:
 
 
 @bp.route("/vector_stores", methods=["GET"])
-@accepts(**PAGE)
+@accepts(include=ARRAY, **PAGE)
 def list_vector_stores() -> dict:
-    """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page."""
-    page = request.page(request.query(bp.current_request), prefix=ids.VECTOR_STORE, default_limit=20, max_limit=100)
+    """``vector_stores.list(limit=, order=, after=, before=)`` → a cursor page (Engram's ``include=details``: each
+    store's backend, chunks and embedding model too)."""
+    params = request.query(bp.current_request)
+    details = "details" in request.includes(params, INCLUDE)
+    page = request.page(params, prefix=ids.VECTOR_STORE, default_limit=20, max_limit=100)
     tenant = current_tenant()
     with tenant_db() as conn:
         rows, has_more = vector_stores.list_page(conn, tenant, page)
         counts = vector_stores.file_counts(conn, tenant, [r.id for r in rows])
-    return objects.cursor_page([objects.vector_store_object(r, counts[r.id]) for r in rows], has_more)
+    data = []
+    for row in rows:
+        body = objects.vector_store_object(row, counts[row.id])
+        if details:
+            body["details"] = objects.vector_store_details(row)
+        data.append(body)
+    return objects.cursor_page(data, has_more)
 
 
 @bp.route("/vector_stores/{vector_store_id}", methods=["GET"])
+@accepts(include=ARRAY)
 def retrieve_vector_store(vector_store_id: str) -> Response:
-    """``vector_stores.retrieve(id)``: the caller's store, or a shared one."""
+    """``vector_stores.retrieve(id)``: the caller's store, or a shared one (``include=details`` as on the list)."""
+    details = "details" in request.includes(request.query(bp.current_request), INCLUDE)
     tenant = current_tenant()
     with tenant_db() as conn:
-        return _object(conn, tenant, settled_store(conn, tenant, store_id(vector_store_id), shared=True))
+        return _object(conn, tenant, settled_store(conn, tenant, store_id(vector_store_id), shared=True),
+                       details=details)
 
 
 @bp.route("/vector_stores/{vector_store_id}", methods=["POST"])
@@ -117,10 +137,11 @@ def delete_vector_store(vector_store_id: str) -> dict:
 @bp.route("/vector_stores/{vector_store_id}/search", methods=["POST"])
 def search_vector_store(vector_store_id: str) -> dict:
     """``vector_stores.search(id, query=, max_num_results=, filters=, ranking_options=, rewrite_query=)`` →
-    ``vector_store.search_results.page``. With ``rewrite_query`` the configured chat model rewrites each query
-    first (:mod:`chalicelib.search.rewrite`; without one the query is used as given) and ``search_query`` shows what
-    was searched. A shared store can be searched by any tenant; only its owner's searches count as activity
-    (``last_active_at``)."""
+    ``vector_store.search_results.page``; Engram's ``include`` (``score_details``, ``chunk``) adds to each result
+    the evidence of its score and where it lies (:func:`chalicelib.api.objects.search_page`). With
+    ``rewrite_query`` the configured chat model rewrites each query first (:mod:`chalicelib.search.rewrite`;
+    without one the query is used as given) and ``search_query`` shows what was searched. A shared store can be
+    searched by any tenant; only its owner's searches count as activity (``last_active_at``)."""
     body = request.validate(SearchRequest, request.json_body(bp.current_request))
     ranking = parse_ranking_options(body.ranking_options)
     queries = [body.query] if isinstance(body.query, str) else list(body.query)
@@ -137,6 +158,8 @@ def search_vector_store(vector_store_id: str) -> dict:
         hits = search(conn, tenant, [store], queries, embedder=deps.embedder(), settings=deps.current_settings(),
                       limit=body.max_num_results, filters=body.filters, ranking=ranking)
         vector_stores.touch(conn, tenant, [store])
+        include = frozenset(body.include or ())
+        spans = highlight.matches(conn, queries, [h.text for h in hits]) if "score_details" in include else None
     observability.record(observability.SEARCH_LATENCY, (time.perf_counter() - started) * 1000.0)
     observability.record(observability.RESULTS_RETURNED, len(hits), "Count")
-    return objects.search_page(queries, hits)
+    return objects.search_page(queries, hits, include, matches=spans)
