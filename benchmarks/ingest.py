@@ -31,6 +31,10 @@ Markdown; some are meant to fail). Each stage is timed on its own over the whole
   its commit, then the deletion of older points after it; the vectors are put in the embedding cache first (the
   embedding stage fills it), untimed.
 
+``--e2e N`` (issue 33 §4, ``ingest_e2e.py``): the first N NFCorpus documents through the embedder alone (the local
+model, each file's chunks in one call) and end to end through the drop folder and through the SDK, per backend
+(``--e2e-backends``), in one run: chunks/s and the ratio to the embedder's own rate (target ≥ 0.7×).
+
 Prints a table, then one JSON line. The database server is ``DATABASE_URL`` or the embedded Postgres under
 ``ENGRAM_DATA_DIR``; the benchmark databases are dropped and recreated for every store run.
 
@@ -320,10 +324,10 @@ def store_run(conn: psycopg.Connection, url: str, label: str,
                                      content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
             else:
                 with conn.transaction():
-                    sync.lock_ahead(timed, qdrant, TENANT, store.id, file_id)
+                    ahead = sync.lock_ahead(timed, qdrant, TENANT, store.id, file_id)
                     attachments.complete(timed, TENANT, store.id, file_id, chunks=chunks, vectors=vectors, dim=DIM,
                                          content_sha256=file_rows.sha256_hex(filename.encode()), attempt=None)
-                    sync.write_ahead(timed, qdrant, TENANT, store.id, file_id)
+                    sync.write_ahead(timed, qdrant, TENANT, store.id, file_id, store=ahead)
                 sync.after_write(conn, qdrant, store_id=store.id, file_id=file_id)
             if flush_every > 1 and (n % flush_every == 0 or n == len(groups)):
                 with conn.transaction():
@@ -539,6 +543,10 @@ def main() -> int:
                         help="chunks of another store loaded (and HNSW-indexed) before the store runs, e.g. 100000")
     parser.add_argument("--store-runs", default=",".join(STORE_RUNS),
                         help="comma-separated store runs: " + ", ".join(STORE_RUNS))
+    parser.add_argument("--e2e", type=int, default=0, metavar="N",
+                        help="also the first N NFCorpus documents end to end (drop folder, SDK) against the embedder "
+                             "alone, per backend (ingest_e2e.py; 0: skip)")
+    parser.add_argument("--e2e-backends", default="pgvector,qdrant", help="backends of the end-to-end runs")
     args = parser.parse_args()
     settings = bench_settings()
     local = LocalEmbedder()
@@ -558,9 +566,16 @@ def main() -> int:
             parser.error(f"unknown corpus {name!r}")
         results[name] = run_corpus(name, files, args, settings, local, hashing)
     print_table(results)
+    e2e = None
+    if args.e2e:
+        import ingest_e2e
+
+        print(f"\nend to end: {args.e2e} NFCorpus documents, backends {args.e2e_backends}", flush=True)
+        e2e = ingest_e2e.run(nfcorpus_files(args.nfcorpus, args.e2e),
+                             [b.strip() for b in args.e2e_backends.split(",") if b.strip()])
     print(json.dumps({"benchmark": "ingest", "embedder": args.embedder, "embed_sample": args.embed_sample,
                       "model_load_s": None if model_load_s is None else round(model_load_s, 2),
-                      "target_store_rows_per_s": TARGET_ROWS_PER_S, "corpora": results}))
+                      "target_store_rows_per_s": TARGET_ROWS_PER_S, "corpora": results, "e2e": e2e}))
     return 0
 
 

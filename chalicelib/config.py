@@ -90,6 +90,7 @@ ENV_QDRANT_API_KEY = "ENGRAM_QDRANT_API_KEY"
 ENV_QDRANT_SECRET_ARN = "ENGRAM_QDRANT_SECRET_ARN"
 ENV_QDRANT_TIMEOUT_S = "ENGRAM_QDRANT_TIMEOUT_S"
 ENV_QDRANT_COLLECTION_PREFIX = "ENGRAM_QDRANT_COLLECTION_PREFIX"
+ENV_QDRANT_INDEXING_THRESHOLD_KB = "ENGRAM_QDRANT_INDEXING_THRESHOLD_KB"
 
 # keys: every request needs an API key created with `engram keys create`; dev: any bearer token is accepted and
 # acts as ENGRAM_TENANT (local development only; the server warns loudly at start).
@@ -246,6 +247,9 @@ class Settings:
     qdrant_timeout_s: float = setting(10.0, ENV_QDRANT_TIMEOUT_S)  # per request to the server
     # Collections are named <prefix>chunks_<dim> (and <prefix>memories_<dim>, <prefix>exchanges_<dim>).
     qdrant_collection_prefix: str = setting("engram_", ENV_QDRANT_COLLECTION_PREFIX)
+    # The embedded engine's indexing threshold (KB of vectors in a segment before it gets an HNSW index) for
+    # collections it creates; None → the engine's default (10,000 KB, ~6,500 384-d vectors). Tests set it low.
+    qdrant_indexing_threshold_kb: int | None = setting(None, ENV_QDRANT_INDEXING_THRESHOLD_KB)
 
     @property
     def unclaimed_after_s(self) -> float:

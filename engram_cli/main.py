@@ -109,8 +109,11 @@ def ingest(paths: list[Path] = typer.Argument(..., exists=True, help="Files or f
                     progress.update(task, description=f"ingesting {name[-40:]}")
                     results.append(service.ingest_path(conn, target, path, name, strategy, force=force))
                     progress.advance(task)
+            note = service.build_indexes(conn)
     except EngramError as exc:
         _fail(exc)
+    if note:
+        err_console.print(note, highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps([service.result_dict(r) for r in results], indent=2))
         return
@@ -164,7 +167,8 @@ def stats(as_json: bool = typer.Option(False, "--json"),
           operator: bool = typer.Option(False, "--operator",
                                         help="Also the drop errors of keys naming no tenant (they may name other "
                                              "tenants' stores and files: the operator's view only).")) -> None:
-    """Per store: files by status, chunks, bytes, embedding model and dimension, whether it is shared; the tenant's
+    """Per store: files by status, chunks, bytes, embedding model and dimension, its backend and the state of its
+    index there (indexed or not, points, files pending), whether it is shared; the tenant's
     drop-folder errors (with ``--operator``, also those of objects no tenant owns — a key outside any tenant's
     prefix — each labelled); the last drop-folder sync that covered the tenant (``drop_folder_sync``: scope,
     status, counts)."""
@@ -178,13 +182,13 @@ def stats(as_json: bool = typer.Option(False, "--json"),
         print(json.dumps(data, indent=2))
         return
     table = Table(title=f"Engram stats — tenant {data['tenant']!r}")
-    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding", "shared"):
-        table.add_column(column)
+    for column in ("store", "completed", "in_progress", "failed", "chunks", "bytes", "embedding", "index", "shared"):
+        table.add_column(column, no_wrap=column == "store")
     for s in data["stores"]:
         f = s["files"]
         table.add_row(f"{s['name'] or ''} ({s['id']})", str(f["completed"]), str(f["in_progress"]), str(f["failed"]),
                       str(s["chunks"]), str(s["usage_bytes"]), f"{s['embedding_model']} ({s['embedding_dim']}d)",
-                      "yes" if s["shared"] else "")
+                      f"{s['backend']}: {service.index_label(s['index'])}", "yes" if s["shared"] else "")
     console.print(table)
     if data["drop_folder_sync"] is not None:
         last = data["drop_folder_sync"]

@@ -63,6 +63,21 @@ def ingest_path(conn: psycopg.Connection, store: vector_stores.VectorStore, path
                         embedder=deps.embedder(), chunking_strategy=strategy, skip_unchanged=not force)
 
 
+def build_indexes(conn: psycopg.Connection) -> str | None:
+    """Build what the backends that keep their own copy were written since their last build (after a bulk
+    ingest: :func:`chalicelib.search.backends.sync.settle`); returns a note for people when this process could not
+    (the embedded engine held by ``engram serve``: its ``sync_vector_index`` job builds it), else None."""
+    from chalicelib.errors import EngramError
+    from chalicelib.search.backends import sync
+
+    try:
+        sync.settle(conn, settings())
+    except EngramError as error:
+        return (f"note: the vector index was not built here ({error.message}); the running stack's "
+                "sync_vector_index job builds it (every 5 minutes, or `engram jobs run sync_vector_index` there)")
+    return None
+
+
 def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters: Any, mode: str,
            threshold: float = 0.0) -> list[SearchHit]:
     """Hybrid (or vector-only / keyword-only) search of one store — the tenant's (by name or id) or a shared one (by
@@ -87,7 +102,11 @@ def search(conn: psycopg.Connection, store: str, query: str, *, k: int, filters:
 
 def stats(conn: psycopg.Connection) -> dict[str, Any]:
     """``{"tenant", "stores": [{id, name, embedding_model, embedding_dim, backend, files: {status: n, total}, chunks,
-    usage_bytes, created_at, shared, shared_at, shared_by}]}`` (times in Unix seconds)."""
+    usage_bytes, created_at, shared, shared_at, shared_by, index: {indexed, points, pending_files, detail}}]}``
+    (times in Unix seconds; ``index``: the state of the store's candidates in its backend,
+    :func:`chalicelib.search.backends.sync.index_state`)."""
+    from chalicelib.search.backends import sync
+
     tenant = settings().tenant
     out = []
     for store in vector_stores.list_all(conn, tenant):
@@ -98,8 +117,19 @@ def stats(conn: psycopg.Connection) -> dict[str, Any]:
         out.append({"id": store.id, "name": store.name, "embedding_model": store.embedding_model,
                     "embedding_dim": store.embedding_dim, "backend": store.backend, "files": counts,
                     "chunks": store.chunk_count, "usage_bytes": store.usage_bytes,
-                    "created_at": int(store.created_at.timestamp()), **sharing(store)})
+                    "created_at": int(store.created_at.timestamp()), **sharing(store),
+                    "index": {k: v for k, v in sync.index_state(conn, settings(), tenant, store.id).items()
+                              if k != "backend"}})
     return {"tenant": tenant, "stores": out}
+
+
+def index_label(index: dict[str, Any]) -> str:
+    """A store's index state in a few words: ``indexed``, ``not indexed`` or ``unknown``, then the points and the
+    files still queued for the backend (``stats()``'s ``index``)."""
+    word = {True: "indexed", False: "[yellow]not indexed[/]", None: "unknown"}[index["indexed"]]
+    points = "?" if index["points"] is None else f"{index['points']:,}"
+    pending = f", {index['pending_files']} files pending" if index["pending_files"] else ""
+    return f"{word} ({points} points{pending})"
 
 
 def sharing(store: vector_stores.VectorStore) -> dict[str, Any]:

@@ -178,7 +178,20 @@ def share(value: Any) -> bool:
 
 
 # Fixtures a smallest mode may name among its arguments: "{beir}" is replaced by that fixture's path.
-DATA = ("beir", "documents", "locomo")
+@pytest.fixture(scope="module")
+def search_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding ``results.json``, shaped as ``search.py --json`` writes it: two sizes, both backends."""
+    folder = tmp_path_factory.mktemp("search-results")
+    legs = {"vector": 1.0, "hybrid 2w": 5.0, "hybrid 12w": 8.0, "engine 12w": 2.0}
+    sizes = {str(n): {"backends": {b: {"cases": {"all": {leg: {"p50_ms": ms * n / 1000 * (2 if b == "pgvector" else 1),
+                                                               "p95_ms": 2 * ms * n / 1000}
+                                                         for leg, ms in legs.items()}}} for b in ("pgvector", "qdrant")}}
+             for n in (1000, 10000)}
+    (folder / "results.json").write_text(json.dumps({"benchmark": "search", "sizes": sizes}))
+    return folder
+
+
+DATA = ("beir", "documents", "locomo", "search_results")
 
 
 def check_api(r: dict[str, Any]) -> None:
@@ -220,6 +233,10 @@ def _onnx_defaults() -> tuple[int, int]:
     from chalicelib.embed.local import DEFAULT_BATCH_SIZE, DEFAULT_THREADS
 
     return DEFAULT_BATCH_SIZE, DEFAULT_THREADS
+
+
+def check_growth(r: dict[str, Any]) -> None:
+    assert r["p50_ms"]["qdrant"]["10000"]["hybrid 12w"] == 80.0 and r["p50_ms"]["pgvector"]["1000"]["vector"] == 2.0
 
 
 def check_ingest(r: dict[str, Any]) -> None:
@@ -318,6 +335,7 @@ SMALLEST: dict[str, tuple[list[str], Callable[[Any], None]]] = {
                           check_chroma),
     "coldstart.py": (["--runs", "1", "--no-sizes"], check_coldstart),
     "embed.py": (["--corpus", "{beir}", "--sample", "8", "--rounds", "1", "--no-fp32", "--no-torch"], check_embed),
+    "growth_plot.py": (["{search_results}/results.json"], check_growth),
     "ingest.py": (["--nfcorpus", "{beir}", "--docs", "{documents}", "--max-docs", "10", "--embedder", "hashing",
                    "--store-runs", "hnsw,qdrant"], check_ingest),
     "keyword_profile.py": (["--size", "500", "--queries", "3"], check_keyword_profile),

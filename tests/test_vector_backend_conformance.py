@@ -9,7 +9,7 @@ and the after-write hook alone, as every call site does): a file is a candidate 
 version replaces the old one's candidates; a detached file and a deleted store leave the candidates; a write run
 twice changes nothing; the outbox is empty once the hook ran. Tenants: a scope naming another tenant's store
 finds nothing. Ranking through the search service returns the same files on every backend (exact scores read
-again from Postgres)."""
+again from Postgres). Index state: once settled, the store's points are all there and the index built."""
 
 from __future__ import annotations
 
@@ -178,3 +178,12 @@ def test_ranking_through_the_port_finds_the_right_files(conn, bsettings, store, 
         hits = search(conn, "acme", [store], query, embedder=hashing_embedder, settings=bsettings, limit=3)
         assert hits and hits[0].filename == expected, (query, [h.filename for h in hits])
         assert all(0.0 <= h.score <= 1.0 for h in hits)
+
+
+def test_the_index_state_counts_the_stores_points_and_is_built_once_settled(conn, bsettings, store):
+    row = outbox.store(conn, "acme", store.id)
+    assert row is not None
+    sync.settle(conn, bsettings)  # every path that writes ends with it
+    state = _adapter(bsettings, store).index_state(conn, "acme", store.id, row)
+    assert (state.indexed, state.points) == (True, store.chunk_count) and state.detail
+    assert sync.index_state(conn, bsettings, "acme", store.id)["pending_files"] == 0

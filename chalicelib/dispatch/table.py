@@ -116,6 +116,10 @@ MESSAGES: dict[str, MessageType] = {row.kind: row for row in (
                 handler="chalicelib.events.synced:handle_object", give_up="chalicelib.events.synced:give_up_object"),
     MessageType(kind="memory.add", message="chalicelib.memory:AddJobMessage", queue="memory",
                 handler="chalicelib.memory:handle_add_job", give_up="chalicelib.memory:give_up_add_job"),
+    # A step of a store's move between vector backends, run where the backends' engines are held (the stack).
+    MessageType(kind="vector_store.move", message="chalicelib.search.backends.reindex:MoveMessage", queue="ingest",
+                handler="chalicelib.search.backends.reindex:handle_move",
+                give_up="chalicelib.search.backends.reindex:give_up_move"),
 )}
 
 

@@ -466,7 +466,7 @@ def _finalize(conn: psycopg.Connection, settings: Settings, job: Job, embedder: 
         _retire(conn, job, "superseded")
         return "superseded"
     if ahead:
-        sync.write_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id)
+        sync.write_ahead(conn, settings, job.tenant_id, job.vector_store_id, job.file_id, store=ahead)
     _retire(conn, job, "completed")
     return "completed"
 

@@ -117,9 +117,11 @@ def sync_drop_folder(ctx: JobContext) -> JobResult:
 def sync_vector_index(ctx: JobContext) -> JobResult:
     """Sync the queued files of stores on backends that keep their own copy of their candidates
     (:mod:`chalicelib.search.backends.sync`): every tenant's, or the run's tenant's, in batches until none is left
-    or the time is up; then let those backends build what was written (the embedded engine's indexes). Counts
-    ``synced_files``, ``failed_files`` (kept queued with their error), ``skipped_files`` (another sync held them)
-    and ``points``.
+    or the time is up; then let those backends build what was written since their last build (the embedded
+    engine's indexes), whoever wrote it — this sync, an ingest's swap ahead of its commit, a move, a load (issue
+    33: the job used to build only after upserting points itself, so points written ahead of their commit stayed
+    unindexed). Counts ``synced_files``, ``failed_files`` (kept queued with their error), ``skipped_files``
+    (another sync held them) and ``points``.
     """
     from chalicelib.search.backends import sync
 
@@ -132,7 +134,6 @@ def sync_vector_index(ctx: JobContext) -> JobResult:
             if counts.synced == 0 or ctx.out_of_time(MARGIN_S):
                 more = counts.synced > 0
                 break
-        if totals.points:
-            sync.settle(conn, ctx.settings)
+        sync.settle(conn, ctx.settings)
     return JobResult(totals.as_dict(), cursor={"more": True} if more else None)
 

@@ -23,6 +23,7 @@ from chalicelib.qdrant.port import (
     SPARSE,
     TENANT_FIELD,
     CollectionLayout,
+    CollectionStatus,
     QdrantError,
     QdrantTransport,
     ScoredIds,
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from chalicelib.config import Settings
 
 __all__ = ["CHUNK_LAYOUT", "DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "PARTITION_FIELD", "PARTITION_LAYOUT", "SPARSE",
-           "TENANT_FIELD", "CollectionLayout", "QdrantError", "QdrantTransport", "ScoredIds", "build_transport",
-           "collection_name", "embedded_root", "partition_collection_name"]
+           "TENANT_FIELD", "CollectionLayout", "CollectionStatus", "QdrantError", "QdrantTransport", "ScoredIds",
+           "build_transport", "collection_name", "embedded_root", "partition_collection_name"]
 
 # The embedded engine's folder under the data folder.
 EMBEDDED_FOLDER = "qdrant"
@@ -82,4 +83,4 @@ def build_transport(settings: Settings) -> QdrantTransport:
         return HttpTransport(settings.qdrant_url, api_key=api_key, timeout_s=settings.qdrant_timeout_s)
     from chalicelib.qdrant.edge import EdgeTransport
 
-    return EdgeTransport(embedded_root(settings))
+    return EdgeTransport(embedded_root(settings), indexing_threshold_kb=settings.qdrant_indexing_threshold_kb)

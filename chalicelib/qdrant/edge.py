@@ -9,9 +9,11 @@ HNSW, the sparse inverted index, payload indexes.
 
 It takes the same REST-shaped dicts as :class:`~chalicelib.qdrant.http.HttpTransport` and builds Edge's objects
 from them. Edge has no background optimizer: :meth:`EdgeTransport.optimize` builds the indexes (the housekeeping
-job and the benchmarks call it); until then new points are searched by a scan of their segment, exactly.
-A shard is opened by one process at a time (Edge locks its write-ahead log): within a process every transport
-shares it.
+job, every path that writes and the benchmarks call it); until then new points are searched by a scan of their
+segment, exactly. Whether a build is owed is kept beside the shard, readable by any process (a marker file
+``<collection>.unbuilt``, made by the first upsert after a build and removed by the next build), so ``engram
+stores`` shows it even while another process holds the shard. A shard is opened by one process at a time (Edge
+locks its write-ahead log): within a process every transport shares it.
 """
 
 from __future__ import annotations
@@ -21,21 +23,33 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chalicelib.qdrant.port import CHUNK_LAYOUT, DENSE, SPARSE, CollectionLayout, QdrantError, ScoredIds
+from chalicelib.qdrant.port import (
+    CHUNK_LAYOUT,
+    DENSE,
+    SPARSE,
+    CollectionLayout,
+    CollectionStatus,
+    QdrantError,
+    ScoredIds,
+)
 
 __all__ = ["EdgeTransport"]
 
 _open: dict[Path, Any] = {}  # shard folder → EdgeShard, shared by the process
 _open_lock = threading.Lock()
+# Beside a shard's folder: points were written since its last index build.
+UNBUILT_SUFFIX = ".unbuilt"
 
 
 class EdgeTransport:
     """:class:`~chalicelib.qdrant.port.QdrantTransport` over Qdrant Edge shards under ``root`` (one folder per
-    collection)."""
+    collection). ``indexing_threshold_kb``: the engine's indexing threshold for the collections it creates (KB of
+    vectors in a segment before it gets an HNSW index; None: the engine's default)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, indexing_threshold_kb: int | None = None) -> None:
         self._root = Path(root)
         self._write_lock = threading.Lock()
+        self._indexing_threshold_kb = indexing_threshold_kb
 
     def ensure_collection(self, name: str, dimension: int, layout: CollectionLayout = CHUNK_LAYOUT) -> None:
         """See :meth:`QdrantTransport.ensure_collection`."""
@@ -52,6 +66,7 @@ class EdgeTransport:
             raise QdrantError(f"Qdrant collection {name!r} does not exist.")
         edge_points = [qe.Point(id=int(p["id"]), vector=_vectors(p["vector"]), payload=p.get("payload"))
                        for p in points]
+        self._mark_unbuilt(name)
         self._update(shard, qe.UpdateOperation.upsert_points(edge_points))
 
     def delete(self, name: str, filter: dict[str, Any]) -> None:
@@ -85,11 +100,36 @@ class EdgeTransport:
 
     def optimize(self, name: str) -> None:
         """Build the shard's indexes over what was written since the last call (seconds to minutes: ~100 s for
-        100,000 384-d points on 2 cores)."""
+        100,000 384-d points on 2 cores), then clear its owed-build marker.
+
+        Raises:
+            QdrantError: the shard cannot be opened (another process holds it) or the build failed.
+        """
         shard = self._existing(name)
-        if shard is not None:
+        if shard is None:
+            return
+        marker = self._marker(name)
+        try:
             with self._write_lock:
+                marker.unlink(missing_ok=True)  # before: an upsert during the build marks it again
                 shard.optimize()
+        except Exception as error:
+            marker.touch()
+            raise QdrantError(f"Qdrant Edge index build failed: {error}") from error
+
+    def status(self, name: str) -> CollectionStatus | None:
+        """See :meth:`QdrantTransport.status`: ``built`` from the marker (any process can read it); points and
+        indexed vectors from the shard, or None when another process holds it."""
+        if not (self._root / name).exists():
+            return None
+        built = not self._marker(name).exists()
+        try:
+            shard = self._existing(name)
+        except QdrantError:
+            return CollectionStatus(built, None, None, "embedded, held by another process (engram serve?)")
+        info = shard.info()
+        return CollectionStatus(built, int(info.points_count), int(info.indexed_vectors_count),
+                                f"embedded, {info.segments_count} segments")
 
     def close(self) -> None:
         """Flush and close this root's shards (the process's other transports on it lose them too)."""
@@ -98,6 +138,14 @@ class EdgeTransport:
                 shard = _open.pop(path)
                 shard.flush()
                 shard.close()
+
+    def _marker(self, name: str) -> Path:
+        return self._root / f"{name}{UNBUILT_SUFFIX}"
+
+    def _mark_unbuilt(self, name: str) -> None:
+        marker = self._marker(name)
+        if not marker.exists():
+            marker.touch()
 
     def _existing(self, name: str) -> Any:
         path = self._root / name
@@ -127,9 +175,12 @@ class EdgeTransport:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     hnsw = qe.HnswIndexConfig(m=0, payload_m=16, ef_construct=100, full_scan_threshold=10_000) \
                         if layout.per_tenant_graphs else None
+                    optimizers = None if self._indexing_threshold_kb is None else \
+                        qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
                     config = qe.EdgeConfig(
                         vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
-                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams()}, hnsw_config=hnsw)
+                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams()}, hnsw_config=hnsw,
+                        optimizers=optimizers)
                     shard = qe.EdgeShard.create(str(path), config)
                     for field in layout.indexed:
                         tenant = field == layout.tenant

@@ -1,7 +1,8 @@
 """A Qdrant server or cluster over its REST API (httpx; no ``qdrant-client``, whose numpy and gRPC dependencies
 would put ~100 MB into every Lambda function that searches).
 
-Endpoints (Qdrant REST API reference, https://api.qdrant.tech): ``GET /collections/{c}/exists``, ``PUT
+Endpoints (Qdrant REST API reference, https://api.qdrant.tech): ``GET /collections/{c}``, ``GET
+/collections/{c}/exists``, ``PUT
 /collections/{c}``, ``PUT /collections/{c}/index``, ``PUT /collections/{c}/points``, ``POST
 /collections/{c}/points/delete``, ``POST /collections/{c}/points/query/batch``, ``POST
 /collections/{c}/points/count``. Writes pass ``wait=true``: they return once applied, so a search that follows sees
@@ -19,7 +20,15 @@ from typing import Any
 import httpx
 
 from chalicelib import http_retry
-from chalicelib.qdrant.port import CHUNK_LAYOUT, DENSE, SPARSE, CollectionLayout, QdrantError, ScoredIds
+from chalicelib.qdrant.port import (
+    CHUNK_LAYOUT,
+    DENSE,
+    SPARSE,
+    CollectionLayout,
+    CollectionStatus,
+    QdrantError,
+    ScoredIds,
+)
 
 __all__ = ["HttpTransport"]
 
@@ -94,6 +103,18 @@ class HttpTransport:
 
     def optimize(self, name: str) -> None:
         """A server optimizes on its own: nothing to do."""
+
+    def status(self, name: str) -> CollectionStatus | None:
+        """See :meth:`QdrantTransport.status` (``GET /collections/{name}``): built when Qdrant reports the
+        collection ``green`` (``yellow``: optimizing; ``grey``: optimizations pending, not started; ``red``: an
+        optimization failed)."""
+        result = self._call("GET", f"/collections/{name}", missing=None)
+        if result is None:
+            return None
+        state = str(result.get("status", "green"))
+        points, indexed = result.get("points_count"), result.get("indexed_vectors_count")
+        return CollectionStatus(state == "green", None if points is None else int(points),
+                                None if indexed is None else int(indexed), f"server, {state}")
 
     def close(self) -> None:
         """Close the connection pool."""

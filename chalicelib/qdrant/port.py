@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from chalicelib.errors import UpstreamError
 
 __all__ = ["CHUNK_LAYOUT", "DENSE", "INDEXED_FIELDS", "PARTITION_FIELD", "PARTITION_LAYOUT", "SPARSE", "TENANT_FIELD",
-           "CollectionLayout", "QdrantError", "QdrantTransport", "ScoredIds"]
+           "CollectionLayout", "CollectionStatus", "QdrantError", "QdrantTransport", "ScoredIds"]
 
 # The named vectors of a chunk point: its embedding (cosine) and its BM25 keyword weights (sparse, dot product).
 DENSE = "dense"
@@ -65,6 +65,19 @@ class QdrantError(UpstreamError):
         self.qdrant_status = status
 
 
+@dataclass(frozen=True, slots=True)
+class CollectionStatus:
+    """The state of a collection's indexes: ``built`` (False while points written since the last index build wait
+    for one: searches scan them exactly), ``points`` in it and ``indexed_vectors`` (Qdrant's count: dense and
+    sparse vectors in indexed segments) — None when this process cannot read them (the embedded engine is held by
+    another process) — and ``detail``, for people (Qdrant's status, or who holds the engine)."""
+
+    built: bool
+    points: int | None
+    indexed_vectors: int | None
+    detail: str
+
+
 class QdrantTransport(Protocol):
     """What Engram asks of Qdrant. Every method raises :class:`QdrantError` when Qdrant fails."""
 
@@ -93,6 +106,10 @@ class QdrantTransport(Protocol):
     def optimize(self, name: str) -> None:
         """Build the collection's indexes for what was written since the last call (the embedded engine runs no
         background optimizer; a server does this itself, so there it is a no-op)."""
+        ...
+
+    def status(self, name: str) -> CollectionStatus | None:
+        """The state of the collection's indexes (None: no such collection)."""
         ...
 
     def close(self) -> None:

@@ -44,6 +44,9 @@ class Corpus:
         partitioned_by: the column whose value makes a row's partition (``user_id``: memories and exchanges), whose
             rows a backend's writer indexes (:mod:`chalicelib.search.partitions`); None for chunks.
         speaker: the SQL expression of a row's speaker (memories: ``metadata->>'speaker'``), kept per partition.
+        tie_key: an SQL text expression over the table (alias-free) that orders rows of equal score the same way
+            whatever order they were written in (issue 33 §5: row ids follow ingestion order); None: ties keep the
+            legs' order (row id).
     """
 
     name: str
@@ -55,6 +58,7 @@ class Corpus:
     hnsw_prefix: str | None = None
     partitioned_by: str | None = None
     speaker: str | None = None
+    tie_key: str | None = None
 
     def identifier(self) -> sql.Identifier:
         """The table as an SQL identifier."""
@@ -140,8 +144,11 @@ class Scope:
 
 
 # Document chunks of vector stores (migrations 0001 and 0009).
+# Ties: the chunk's text (its MD5), then its position in its file, then the file: the same documents rank alike
+# in any store, in whatever order they were ingested.
 CHUNKS = Corpus(name="chunks", table="chunks", statistics="maintained", partition_column="vector_store_id",
-                topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw")
+                topk_function="engram_chunks_bm25_topk", hnsw_prefix="chunks_hnsw",
+                tie_key="md5(text) || to_char(chunk_index, 'FM0000000000') || file_id")
 
 
 # Agent memories (migration 0010): one user's, agent's or run's; a user's are a partition (migration 0030).

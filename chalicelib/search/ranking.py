@@ -26,6 +26,20 @@ caller's ``limit``, when larger). Every row it returns carries its exact BM25, a
 still gets the other leg's exact evidence, so relevance keeps its meaning; which rows past the head reach fusion may
 differ from an exhaustive ranking. Long queries read far fewer postings for it
 (migrations/0025_bm25_long_queries.sql). Qdrant's sparse leg is its own ranking, read again exactly.
+
+**Ties** (issue 33 §5). Row ids follow ingestion order, so a leg that breaks ties by id ranks the same documents
+differently in two stores ingested in different orders (keyword nDCG@10 moved by 0.0015 on a 1,000-document
+subset). So rows of equal score in a leg's list share one rank in fusion (the first position of their run: a
+standard competition ranking), whatever order the backend returned them in, and rows the final order cannot tell
+apart (equal relevance; or equal score in a single-leg or ``ranker: none`` ranking) are put in the order of the
+corpus's stable key (:attr:`Corpus.tie_key`: for chunks, their text, position and file) — only the runs that reach
+into the caller's page, so the key is read (one statement) only when the page holds a tie: most hybrid searches
+read nothing. A keyword leg whose scores are not exact (Qdrant's, weighted by the average length when each point
+was synced, which follows the ingestion order too: rows of equal BM25 differ there by up to ~1e-4) counts scores
+within :data:`INEXACT_TIE_RELATIVE` of each other as tied. Rows tied at a leg's ``depth`` cut-off may still be
+chosen by the backend. (Two designs were measured and not kept: ordering each leg's ties by the key before fusion
+read the key for most keyword lists, 2.5-4 ms a search at 3,000 chunks; reading an inexact leg's exact BM25 for all
+its rows before fusion took ~12 ms for a 12-word query, against the ~1 ms a Qdrant leg takes.)
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg import sql
 
 from chalicelib import observability
 from chalicelib.config import Settings
@@ -49,7 +64,8 @@ from chalicelib.search.relevance import Weights, relevance
 from chalicelib.search.vector import VectorScope
 from chalicelib.store.vector_stores import HnswIndex, hnsw_index
 
-__all__ = ["FUSION_WINDOW", "KEYWORD_EXACT_HEAD", "Ranked", "Weights", "keyword_exact_head", "rank"]
+__all__ = ["FUSION_WINDOW", "KEYWORD_EXACT_HEAD", "Ranked", "Weights", "keyword_exact_head", "rank", "stable_order",
+           "tied_ranks"]
 
 # Candidates (in fusion order) reordered by relevance when the caller asks for fewer: the smallest window at which
 # NFCorpus' hybrid nDCG@10 stops rising (module docstring). Their other-leg evidence is read in one statement per
@@ -124,6 +140,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         UpstreamError: embedding the queries failed.
     """
     rankings: list[tuple[float, list[int]]] = []
+    ranks: list[Sequence[int] | None] = []  # each list's tied ranks (module docstring, "Ties")
     evidence = [_Evidence() for _ in queries]
     use_vector = weights.embedding > 0 and scope.rows > 0
     vector_scope = VectorScope(corpus, scope, embedder.dimension, indexed_rows)
@@ -143,14 +160,17 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
             ev.vector, ev.vector_complete = vector, len(rows) < depth
             ev.similarity = {row_id: _similarity(distance) for row_id, distance in rows}
             rankings.append((weights.embedding, [row_id for row_id, _ in rows]))
+            ranks.append(tied_ranks([d for _, d in rows], TIE_RELATIVE))
     if weights.text > 0:
         head = keyword_exact_head(limit, fused=use_vector or len(queries) > 1)
         for ev, q in zip(evidence, queries, strict=True):
             ev.keyword = backend.keyword_leg(conn, corpus, scope, q, depth, where=where, exact_head=head)
             ev.bm25 = dict(ev.keyword.rows)
             rankings.append((weights.text, [row_id for row_id, _ in ev.keyword.rows]))
+            ranks.append(tied_ranks([s for _, s in ev.keyword.rows],
+                                    TIE_RELATIVE if ev.keyword.exact else INEXACT_TIE_RELATIVE))
     if weights.text > 0:
-        fused = reciprocal_rank_fusion(rankings)
+        fused = reciprocal_rank_fusion(rankings, ranks=ranks)
     else:
         best: dict[int, float] = {}
         for ev in evidence:
@@ -188,7 +208,64 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
         if reorder:  # (stable: ties keep fusion order)
             ranked.sort(key=lambda r: -r.relevance)
         reached += sum(row.relevance >= threshold for row in batch_rows)
+    # Rows the order cannot tell apart (equal relevance, or equal fused score / similarity when that is the order)
+    # go in the corpus's stable-key order, for the runs that reach into the caller's page.
+    order = [(r.id, r.relevance if reorder else r.score) for r in ranked]
+    page = len(order) if limit is None else limit
+    settled = stable_order(conn, corpus, scope, order, descending=True, upto=page)
+    if settled != order:
+        by_id = {r.id: r for r in ranked}
+        ranked = [by_id[row_id] for row_id, _ in settled]
     return ranked
+
+
+# Scores within this relative difference are a tie (a BM25 or cosine computed twice from the same inputs agrees to
+# the last bit; the margin absorbs float32 round-off in an engine's scores).
+TIE_RELATIVE = 1e-9
+# The same for a keyword leg whose scores are not exact (Qdrant's: a point's term weights use the average length
+# at its sync; rows of equal exact BM25 differed by ≤ 1.2e-4 at 100,000 chunks, docs/benchmarks.md).
+INEXACT_TIE_RELATIVE = 1e-3
+
+
+def tied_ranks(scores: Sequence[float], tolerance: float) -> list[int]:
+    """Competition ranks of a list's scores, best first: 1, 2, 3, ..., an item whose score equals (within
+    ``tolerance``, relative, of its run's first) the one before it taking that one's rank."""
+    out: list[int] = []
+    start = 0
+    for i, value in enumerate(scores):
+        if i and abs(value - scores[start]) > tolerance * max(1.0, abs(scores[start])):
+            start = i
+        out.append(start + 1)
+    return out
+
+
+def stable_order(conn: psycopg.Connection, corpus: Corpus, scope: Scope, rows: Sequence[tuple[int, float]], *,
+                 descending: bool, tolerance: float = TIE_RELATIVE, upto: int | None = None) -> list[tuple[int, float]]:
+    """``rows`` (``(row id, score)``, best first: highest score when ``descending``, else lowest distance) with every
+    run of equal scores (within ``tolerance`` of the run's first, relative) — those starting before position
+    ``upto``, when given — in the order of the corpus's :attr:`~chalicelib.search.corpus.Corpus.tie_key` (read in
+    one statement, for the tied rows only); unchanged when nothing ties or the corpus has no key. ``descending``
+    says which way the list runs (a run is sorted by key alone either way)."""
+    out = list(rows)
+    if corpus.tie_key is None or len(out) < 2:
+        return out
+    limit = len(out) if upto is None else min(upto, len(out))
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(out) + 1):
+        if i == len(out) or abs(out[i][1] - out[start][1]) > tolerance * max(1.0, abs(out[start][1])):
+            if i - start > 1 and start < limit:
+                runs.append((start, i))
+            start = i
+    if not runs:
+        return out
+    tied = [int(out[i][0]) for lo, hi in runs for i in range(lo, hi)]
+    statement = sql.SQL("SELECT {id}, {key} FROM {table} WHERE tenant_id = ANY(%(tenants)s) AND {id} = ANY(%(ids)s)"
+                        ).format(id=corpus.row_id(), key=sql.SQL(corpus.tie_key), table=corpus.identifier())
+    keys: dict[int, str] = dict(conn.execute(statement, {"tenants": list(scope.tenant_ids), "ids": tied}).fetchall())
+    for lo, hi in runs:
+        out[lo:hi] = sorted(out[lo:hi], key=lambda r: (keys.get(r[0]) is None, keys.get(r[0]) or "", r[0]))
+    return out
 
 
 def keyword_exact_head(limit: int | None, *, fused: bool) -> int | None:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-__all__ = ["State", "advance", "changed_files", "drop_postgres_index", "fill_vectors", "files_after", "finish",
-           "missing_vectors", "queue_store_removal", "rebuild_postings", "set_backend", "set_vector", "start"]
+__all__ = ["Progress", "State", "advance", "changed_files", "drop_postgres_index", "failed", "fill_vectors",
+           "files_after", "finish", "missing_vectors", "progress", "queue_store_removal", "rebuild_postings",
+           "set_backend", "set_total", "set_vector", "start"]
 
 _START = """
 INSERT INTO vector_store_reindex (vector_store_id, tenant_id, target, started_max_chunk_id)
@@ -23,6 +24,7 @@ ON CONFLICT (vector_store_id) DO UPDATE
                               THEN vector_store_reindex.cursor_file_id END,
         files_done = CASE WHEN vector_store_reindex.target = EXCLUDED.target
                           THEN vector_store_reindex.files_done ELSE 0 END,
+        last_error = NULL,
         updated_at = now()
 RETURNING target, started_max_chunk_id, cursor_file_id, files_done"""
 _FILES_AFTER = """
@@ -32,6 +34,12 @@ ORDER BY file_id"""
 _ADVANCE = """UPDATE vector_store_reindex SET cursor_file_id = %(file)s, files_done = files_done + 1, updated_at = now()
 WHERE vector_store_id = %(store)s"""
 _FINISH = "DELETE FROM vector_store_reindex WHERE vector_store_id = %(store)s"
+_TOTAL = """UPDATE vector_store_reindex SET total_files = %(total)s, updated_at = now()
+WHERE vector_store_id = %(store)s"""
+_FAILED = """UPDATE vector_store_reindex SET last_error = left(%(error)s, 1000), updated_at = now()
+WHERE vector_store_id = %(store)s"""
+_PROGRESS = """SELECT target, files_done, total_files, last_error, extract(epoch FROM now() - updated_at)
+FROM vector_store_reindex WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s"""
 # Files whose chunks were written after the move began (a new version's chunks get new, higher ids).
 _CHANGED = """SELECT DISTINCT file_id FROM chunks
 WHERE tenant_id = %(tenant)s AND vector_store_id = %(store)s AND id > %(since)s ORDER BY 1"""
@@ -71,12 +79,41 @@ class State:
     files_done: int
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A move as a watcher sees it: its ``target``, ``files_done`` of ``total_files`` (None until the mover has
+    counted them), ``last_error`` (why it stopped, None while it goes on) and ``idle_s``, seconds since it last
+    moved on."""
+
+    target: str
+    files_done: int
+    total_files: int | None
+    last_error: str | None
+    idle_s: float
+
+
 def start(conn: psycopg.Connection, tenant_id: str, store_id: str, target: str) -> State:
     """Begin moving the store to ``target``, or resume the unfinished move to it (a move to the other backend
     starts over)."""
     row = conn.execute(_START, {"store": store_id, "tenant": tenant_id, "target": target}).fetchone()
     assert row is not None
     return State(row[0], int(row[1]), row[2], int(row[3]))
+
+
+def set_total(conn: psycopg.Connection, store_id: str, total: int) -> None:
+    """Record how many files the move has in all (for watchers)."""
+    conn.execute(_TOTAL, {"store": store_id, "total": total})
+
+
+def failed(conn: psycopg.Connection, store_id: str, error: str) -> None:
+    """Record why the move stopped (cleared when it starts again)."""
+    conn.execute(_FAILED, {"store": store_id, "error": error})
+
+
+def progress(conn: psycopg.Connection, tenant_id: str, store_id: str) -> Progress | None:
+    """The store's unfinished move, or None (none, or finished)."""
+    row = conn.execute(_PROGRESS, {"tenant": tenant_id, "store": store_id}).fetchone()
+    return None if row is None else Progress(row[0], int(row[1]), row[2], row[3], float(row[4]))
 
 
 def files_after(conn: psycopg.Connection, tenant_id: str, store_id: str, cursor: str | None) -> list[str]:

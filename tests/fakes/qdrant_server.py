@@ -121,6 +121,11 @@ class FakeQdrantServer:
             return 200, True
         if not exists:
             return 404, f"Not found: Collection `{name}` doesn't exist!"
+        if (method, rest) == ("GET", ""):  # the fields of models.CollectionInfo Engram reads
+            state = self.engine.status(name)
+            assert state is not None
+            return 200, {"status": "green" if state.built else "grey", "points_count": state.points,
+                         "indexed_vectors_count": state.indexed_vectors, "segments_count": 1}
         if (method, rest) == ("PUT", "/index"):
             models.CreateFieldIndex.model_validate(body)
             return 200, {"operation_id": 0, "status": "completed"}

@@ -31,6 +31,7 @@ superseded version, a deleted file or store) is never returned.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from chalicelib.config import DEFAULT_VECTOR_BACKEND, VECTOR_BACKEND_ADAPTERS
@@ -48,7 +49,19 @@ if TYPE_CHECKING:
     from chalicelib.store.vector_index_outbox import StoreRow
     from chalicelib.store.vector_stores import HnswIndex
 
-__all__ = ["DEFAULT_VECTOR_BACKEND", "CandidateLegs", "VectorBackend", "for_backend", "names"]
+__all__ = ["DEFAULT_VECTOR_BACKEND", "CandidateLegs", "IndexState", "VectorBackend", "for_backend", "names"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """The state of a store's candidates in its backend, for ``engram stores`` / ``engram stats``: ``indexed``
+    (True: searches use the backend's indexes; False: some of the store's candidates are scanned exactly until an
+    index is built; None: unknown here), ``points`` (the store's vectors the backend holds; None: unknown here) and
+    ``detail`` (what the index is, or why something is unknown), for people."""
+
+    indexed: bool | None
+    points: int | None
+    detail: str
 
 
 class CandidateLegs(Protocol):
@@ -172,6 +185,11 @@ class VectorBackend(Protocol):
 
     def describe(self) -> str:
         """Where the candidates live, for people (``Postgres``, a URL, ``embedded``)."""
+        ...
+
+    def index_state(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow) -> IndexState:
+        """The state of the store's candidates here (:class:`IndexState`); the files still queued for the writer
+        are counted by the generic sync (:func:`sync.index_state`), not here."""
         ...
 
 

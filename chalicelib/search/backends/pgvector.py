@@ -12,14 +12,14 @@ from collections.abc import Sequence
 import psycopg
 
 from chalicelib.config import Settings
-from chalicelib.search.backends import pgvector_partitions
+from chalicelib.search.backends import IndexState, pgvector_partitions
 from chalicelib.search.corpus import Corpus, Partition, Scope
 from chalicelib.search.filters import CompiledFilter
 from chalicelib.search.keyword import KeywordLeg, QueryTerms, keyword_leg
 from chalicelib.search.partitions import PartitionSearch
 from chalicelib.search.vector import VectorScope, distances, vector_search
 from chalicelib.store.vector_index_outbox import StoreRow
-from chalicelib.store.vector_stores import HnswIndex
+from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HnswIndex, hnsw_index
 
 __all__ = ["PARTITION_MIN_ROWS", "PGVECTOR", "PgvectorBackend", "adapter"]
 
@@ -99,6 +99,16 @@ class PgvectorBackend:
     def describe(self) -> str:
         """``Postgres``."""
         return "Postgres"
+
+    def index_state(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow) -> IndexState:
+        """Indexed when the dimension's HNSW index exists (a dimension pgvector cannot index is scanned exactly by
+        design, and says so); its points are the store's chunks (their vectors are in their rows)."""
+        index = hnsw_index(conn, store.embedding_dim)
+        if index.kind is not None:
+            return IndexState(True, store.chunk_count, f"HNSW over {index.kind} (chunks_hnsw_{store.embedding_dim})")
+        if store.embedding_dim > HNSW_MAX_HALFVEC_DIM:
+            return IndexState(True, store.chunk_count, f"exact scans ({store.embedding_dim} dimensions: beyond HNSW)")
+        return IndexState(False, store.chunk_count, f"no HNSW index for {store.embedding_dim} dimensions: exact scans")
 
 
 PGVECTOR = PgvectorBackend()

@@ -25,8 +25,9 @@ from psycopg import sql
 
 from chalicelib import deps
 from chalicelib.config import Settings
+from chalicelib.errors import EngramError
 from chalicelib.qdrant import DENSE, SPARSE, TENANT_FIELD, QdrantTransport, collection_name
-from chalicelib.search.backends import qdrant_partitions, qdrant_write
+from chalicelib.search.backends import IndexState, qdrant_partitions, qdrant_write
 from chalicelib.search.backends.qdrant_filters import compile_qdrant
 from chalicelib.search.backends.qdrant_points import query_vector
 from chalicelib.search.corpus import Corpus, Partition, Scope
@@ -211,16 +212,37 @@ class QdrantBackend:
                                 "must_not": [{"key": "file_id", "match": {"any": list(file_ids)}}]})
 
     def settle(self, dimensions: Sequence[int]) -> None:
-        """Build the indexes of what was written into each dimension's collection (the embedded engine runs no
-        background optimizer; a server does it itself, so nothing is sent there).
+        """Build the indexes of what was written into each dimension's collection since its last build (the
+        embedded engine runs no background optimizer; a server does it itself, so nothing is sent there). A
+        collection with nothing written since costs one look at its marker.
 
         Raises:
-            QdrantError: Qdrant failed.
+            QdrantError: Qdrant failed (or another process holds the embedded engine).
         """
         if self._settings.qdrant_url:
             return
         for dimension in dimensions:
-            self._transport.optimize(collection_name(self._settings, dimension))
+            name = collection_name(self._settings, dimension)
+            state = self._transport.status(name)
+            if state is not None and not state.built:
+                self._transport.optimize(name)
+
+    def index_state(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow) -> IndexState:
+        """Indexed unless points were written since the collection's last index build (the embedded engine:
+        until ``settle``; a server: while it optimizes); the store's points counted in Qdrant, None when this
+        process cannot reach them (Qdrant down, or the embedded engine held by another process)."""
+        name = collection_name(self._settings, store.embedding_dim)
+        try:
+            state = self._transport.status(name)
+        except EngramError as error:
+            return IndexState(None, None, f"unknown: {error}")
+        if state is None:
+            return IndexState(True, 0, "no collection yet")
+        points = None
+        if state.points is not None:
+            points = self._transport.count(name, {"must": qdrant_write.store_scope(tenant_id, store_id)})
+        detail = state.detail if state.built else f"{state.detail}; an index build is owed (exact scans until then)"
+        return IndexState(state.built, points, detail)
 
     def describe(self) -> str:
         """The server's URL, or ``embedded``."""

@@ -46,12 +46,16 @@ def write_file(conn: psycopg.Connection, settings: Settings, transport: QdrantTr
     elif not upsert:
         ids = outbox.chunk_ids(conn, tenant_id, store_id, file_id)
     else:
-        rows = outbox.chunks(conn, tenant_id, store_id, file_id)
+        # vectors from the cache and the store's average length as it is now (after the swap), in one statement
+        rows, avgdl = outbox.chunks_and_avgdl(conn, tenant_id, store_id, file_id, model=store.embedding_model)
         ids = [r.id for r in rows]
         if rows:
             transport.ensure_collection(name, store.embedding_dim)
-            vectors = _vectors(conn, settings, tenant_id, store, [r.text for r in rows])
-            built = [point(r.id, tenant_id, store_id, file_id, v, r.terms, r.length, store.avgdl, r.attributes)
+            missing = [r.text for r in rows if r.vector is None]
+            fetched = iter(_vectors(conn, settings, tenant_id, store, missing) if missing else [])
+            vectors = [_floats(r.vector) if r.vector is not None else next(fetched) for r in rows]
+            built = [point(r.id, tenant_id, store_id, file_id, v, r.terms, r.length, avgdl or store.avgdl,
+                           r.attributes)
                      for r, v in zip(rows, vectors, strict=True)]
             for start in range(0, len(built), UPSERT_BATCH):
                 transport.upsert(name, built[start:start + UPSERT_BATCH])

@@ -38,7 +38,8 @@ from chalicelib.errors import EngramError
 from chalicelib.search.backends import VectorBackend, for_backend
 from chalicelib.store import vector_index_outbox as outbox
 
-__all__ = ["PENDING_BATCH", "SyncCounts", "after_write", "lock_ahead", "settle", "sync_pending", "write_ahead"]
+__all__ = ["PENDING_BATCH", "SyncCounts", "after_write", "index_state", "lock_ahead", "settle", "sync_pending",
+           "write_ahead"]
 
 logger = logging.getLogger("engram.search.sync")
 
@@ -116,22 +117,25 @@ def after_write(conn: psycopg.Connection, settings: Settings, *, tenant_id: str 
     return sync_pending(conn, settings, tenant_id=tenant_id, store_id=store_id, file_id=file_id, wait=True)
 
 
-def lock_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str) -> bool:
+def lock_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str,
+               file_id: str) -> outbox.StoreRow | None:
     """Inside the transaction about to swap a file's chunks in, before it writes them: when the store's backend
-    keeps its own copy, take the file's sync lock (waiting for a sync of it to end) and return True. Taken before the
-    swap's triggers queue the file, so it and a sync, which locks then removes the entry, never wait on each
-    other."""
-    store = outbox.store(conn, tenant_id, store_id)
-    return (store is not None and not _writer(settings, store.backend, store.embedding_dim).in_postgres
-            and outbox.lock(conn, store_id, file_id))
+    keeps its own copy, take the file's sync lock (waiting for a sync of it to end) and return the store's row —
+    truthy: hand it to :func:`write_ahead` —, else None. Taken before the swap's triggers queue the file, so it and
+    a sync, which locks then removes the entry, never wait on each other. One statement (issue 33 §4: the row and
+    the lock together, the row reused by the write)."""
+    store, locked = outbox.store_locked(conn, tenant_id, store_id, file_id)
+    return store if locked else None
 
 
-def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str) -> int:
+def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str, file_id: str, *,
+                store: outbox.StoreRow | None = None) -> int:
     """Inside the transaction that swapped a file's chunks in, holding :func:`lock_ahead`'s lock: write their points
     before it commits and record that in its entry, leaving the older version's points to the :func:`after_write`
-    after the commit (a rollback leaves points of no chunk, never returned). Returns the points upserted; a backend
-    failure is logged, not raised (the sync after the commit writes them, or the job does)."""
-    store = outbox.store(conn, tenant_id, store_id)
+    after the commit (a rollback leaves points of no chunk, never returned). ``store``: what :func:`lock_ahead`
+    returned (else it is read again). Returns the points upserted; a backend failure is logged, not raised (the
+    sync after the commit writes them, or the job does)."""
+    store = store or outbox.store(conn, tenant_id, store_id)
     if store is None:
         return 0
     writer = _writer(settings, store.backend, store.embedding_dim)
@@ -148,9 +152,29 @@ def write_ahead(conn: psycopg.Connection, settings: Settings, tenant_id: str, st
 
 
 def settle(conn: psycopg.Connection, settings: Settings) -> None:
-    """Let every backend that keeps its own copy build what was written (per embedding dimension of its stores)."""
+    """Let every backend that keeps its own copy build what was written since its last build (per embedding
+    dimension of its stores): what every path that writes calls when it is done (the ``sync_vector_index`` job,
+    ``engram ingest``, a store's move, the benchmarks' loads). Cheap when nothing was written.
+
+    Raises:
+        EngramError: a backend failed (or cannot be reached from this process: the embedded engine held by
+            another one, whose ``sync_vector_index`` job builds it).
+    """
     for backend, dims in outbox.external_dimensions(conn).items():
         _writer(settings, backend, dims[0]).settle(dims)
+
+
+def index_state(conn: psycopg.Connection, settings: Settings, tenant_id: str, store_id: str) -> dict[str, object]:
+    """The state of a store's candidates in its backend, for people: ``{"backend", "indexed" (bool or None:
+    unknown here), "points" (int or None), "pending_files" (files queued for the backend's writer), "detail"}``
+    (:meth:`VectorBackend.index_state`); None values when the store does not exist."""
+    store = outbox.store(conn, tenant_id, store_id)
+    if store is None:
+        return {"backend": None, "indexed": None, "points": None, "pending_files": 0, "detail": "no such store"}
+    state = _writer(settings, store.backend, store.embedding_dim).index_state(conn, tenant_id, store_id, store)
+    return {"backend": store.backend, "indexed": state.indexed, "points": state.points,
+            "pending_files": outbox.pending_count(conn, tenant_id=tenant_id, store_id=store_id),
+            "detail": state.detail}
 
 
 def _sync(conn: psycopg.Connection, settings: Settings, entry: outbox.Entry, *, upsert: bool) -> int:
