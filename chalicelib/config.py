@@ -84,6 +84,7 @@ ENV_MEMORY_HALF_LIFE_DAYS = "ENGRAM_MEMORY_HALF_LIFE_DAYS"
 ENV_MEMORY_DECAY_FLOOR = "ENGRAM_MEMORY_DECAY_FLOOR"
 # The vector backend (issue 23).
 ENV_VECTOR_BACKEND = "ENGRAM_VECTOR_BACKEND"
+ENV_MEMORY_BACKEND = "ENGRAM_MEMORY_BACKEND"
 ENV_QDRANT_URL = "ENGRAM_QDRANT_URL"
 ENV_QDRANT_API_KEY = "ENGRAM_QDRANT_API_KEY"
 ENV_QDRANT_SECRET_ARN = "ENGRAM_QDRANT_SECRET_ARN"
@@ -235,13 +236,16 @@ class Settings:
     memory_decay_floor: float = setting(0.9, ENV_MEMORY_DECAY_FLOOR)
     # New vector stores' backend (existing stores keep theirs; `engram stores reindex` moves one).
     vector_backend: str = setting(DEFAULT_VECTOR_BACKEND, ENV_VECTOR_BACKEND, choices=VECTOR_BACKENDS)
+    # The backend of users' memory and exchange histories (a tenant's own choice, tenants.memory_backend, wins;
+    # existing histories keep theirs: `engram memory reindex --backend` moves a tenant's).
+    memory_backend: str = setting(DEFAULT_VECTOR_BACKEND, ENV_MEMORY_BACKEND, choices=VECTOR_BACKENDS)
     # A Qdrant server or cluster (its REST root, e.g. https://xyz.cloud.qdrant.io:6333); None → the embedded engine
     # under <data_dir>/qdrant (local development and tests only: one process opens it at a time).
     qdrant_url: str | None = setting(None, ENV_QDRANT_URL)
     qdrant_api_key: str | None = setting(None, ENV_QDRANT_API_KEY)  # sent as the api-key header
     qdrant_secret_arn: str | None = setting(None, ENV_QDRANT_SECRET_ARN)  # Secrets Manager: the API key (deployed)
     qdrant_timeout_s: float = setting(10.0, ENV_QDRANT_TIMEOUT_S)  # per request to the server
-    # Collections are named <prefix>chunks_<dim>.
+    # Collections are named <prefix>chunks_<dim> (and <prefix>memories_<dim>, <prefix>exchanges_<dim>).
     qdrant_collection_prefix: str = setting("engram_", ENV_QDRANT_COLLECTION_PREFIX)
     # The embedded engine's indexing threshold (KB of vectors in a segment before it gets an HNSW index) for
     # collections it creates; None → the engine's default (10,000 KB, ~6,500 384-d vectors). Tests set it low.

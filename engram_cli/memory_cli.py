@@ -323,6 +323,39 @@ def stats(user: str | None = USER, agent: str | None = AGENT, run: str | None = 
     console.print(table)
 
 
+@app.command("reindex")
+def reindex(backend: str = typer.Option(..., "--backend", "-b", help="Where the histories go: qdrant or pgvector."),
+            tenant: str | None = TENANT, as_json: bool = JSON) -> None:
+    """Move the tenant's memories and exchanges to another vector backend without embedding anything again (the
+    tenant's new histories go there too). Searches keep working during the move; an interrupted move resumes when
+    run again. Exit 2 on bad input, 1 if the move failed (run it again to resume)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from chalicelib.search.backends import names
+
+    if backend not in names():
+        err_console.print(f"[bold red]error[/]: unknown vector backend {escape(repr(backend))}: choose one of "
+                          f"{', '.join(names())}")
+        raise typer.Exit(code=2)
+    try:
+        with deps.connect() as conn, Progress(
+                TextColumn("moving {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=err_console, disable=as_json) as bar:
+            task = bar.add_task(f"histories of {_tenant(tenant)} to {backend}", total=None)
+            moved = memory.reindex(conn, _context(tenant), backend,
+                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
+    except EngramError as exc:
+        err_console.print(f"[bold red]error[/]: {escape(exc.message)}" + (f" ({exc.code})" if exc.code else ""))
+        raise typer.Exit(code=2 if exc.status < 500 else 1) from None
+    outcome = {"tenant": _tenant(tenant), "backend": moved.backend, "partitions": moved.partitions,
+               "rows": moved.rows, "resumed": moved.resumed}
+    if as_json:
+        print(json.dumps(outcome, indent=2))
+        return
+    console.print(f"{outcome['tenant']}: {moved.partitions} histories on {moved.backend}, {moved.rows} rows written"
+                  + (" (resumed)" if moved.resumed else ""))
+
+
 exchanges_app = typer.Typer(help="Stored exchanges (each completed turn with memory on): list, get, delete; "
                                  "`engram memory stats` counts them.", no_args_is_help=True)
 app.add_typer(exchanges_app, name="exchanges")

@@ -89,10 +89,11 @@ def module_database(database_url: str, vector_backend: str) -> str:
 @pytest.fixture(scope="module")
 def settings(module_database: str, vector_backend: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """Settings pointing at the module's database, hashing embedder, exact-scan threshold kept default, new vector
-    stores on the module's backend (the embedded Qdrant under the data folder for ``qdrant``)."""
+    stores and users' memory histories on the module's backend (the embedded Qdrant under the data folder for
+    ``qdrant``)."""
     return dataclasses.replace(Settings(), database_url=module_database, embedding_provider="hashing",
                                embedding_model="hashing-384", data_dir=tmp_path_factory.mktemp("data"),
-                               vector_backend=vector_backend)
+                               vector_backend=vector_backend, memory_backend=vector_backend)
 
 
 @pytest.fixture()

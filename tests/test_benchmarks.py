@@ -275,12 +275,14 @@ def check_memory(r: dict[str, Any]) -> None:
     assert r["recall"]["questions"] == 4 and "default (all signals)" in variants and len(variants) > 5
     overall = variants["default (all signals)"]["metrics"]["overall"]
     assert all(share(overall[m]) for m in ("R@5", "R@10", "R@20", "All@10", "nDCG@10"))
-    scale = r["scale"]
-    assert scale["memories"] == 100 and number(scale["add_memories_per_s"]) and number(scale["search_ms_p50"])
+    assert set(r["recall"]["backends"]) == {"qdrant"} and share(r["recall"]["backends"]["qdrant"]["top10_same_set"])
+    for backend in ("pgvector", "qdrant"):  # one column per backend
+        scale = r["scale"][backend]
+        assert scale["memories"] == 100 and number(scale["add_memories_per_s"]) and number(scale["search_ms_p50"])
+        curve = r["per_user"][backend]
+        assert list(curve) == ["20", "60"] and all(number(row["p50_ms"]) for row in curve.values())
     overhead = r["overhead"]
     assert overhead["adds"] == 5 and overhead["model_calls_mean"] >= 1 and number(overhead["own_ms_p50"])
-    curve = r["per_user"]["pgvector"]
-    assert list(curve) == ["20", "60"] and all(number(row["p50_ms"]) for row in curve.values())
 
 
 def check_outage(r: list[dict[str, Any]]) -> None:
@@ -300,7 +302,7 @@ def check_pipeline(r: list[dict[str, Any]]) -> None:
 def check_responses_memory(r: dict[str, Any]) -> None:
     assert r["questions"] == 4 and r["memories"] > 0 and r["jobs"].get("completed", 0) > 0
     assert share(r["metrics"]["memories/search"]["overall"]["R@10"])
-    assert number(r["recall_ms_p50"]) and number(r["added_ms_p50"])
+    assert number(r["recall_ms_p50"]) and number(r["added_ms_p50"]) and number(r["recall_to_search_p50"])
 
 
 def check_retrieval(r: dict[str, Any]) -> None:

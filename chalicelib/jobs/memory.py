@@ -14,7 +14,7 @@ from chalicelib.jobs.batches import MARGIN_S, batches, connection
 from chalicelib.jobs.model import JobContext, JobResult
 
 __all__ = ["archive_stale_memories", "consolidation", "enforce_memory_quotas", "episodize_conversations",
-           "instancize_episodes", "refresh_personas", "sweep_expired_memories"]
+           "index_memories", "instancize_episodes", "refresh_personas", "sweep_expired_memories"]
 
 # Memories per archive / sweep statement; threads per episode step; users per persona step; scopes per query.
 MEMORY_BATCH = 500
@@ -33,6 +33,19 @@ def _model(ctx: JobContext) -> tuple[Any, str | None]:
     from chalicelib.memory import lifecycle_model
 
     return lifecycle_model(ctx.settings)
+
+
+def index_memories(ctx: JobContext) -> JobResult:
+    """Index users' histories on their backends (:mod:`chalicelib.search.backends.partition_sync`): the new rows of
+    every partition long enough to be indexed, rows changed or deleted since, and moves between backends
+    (``engram memory reindex --backend``). Counts ``indexed_rows``, ``removed_rows``, ``moved_rows``,
+    ``partitions`` and ``failed_partitions`` (their rows stay searchable from the tail; retried next run)."""
+    from chalicelib.search.backends import partition_sync
+
+    with connection(ctx) as conn:
+        counts, more = partition_sync.index_pending(conn, ctx.settings, tenant_id=ctx.tenant,
+                                                    deadline=ctx.deadline - MARGIN_S)
+    return JobResult(counts.as_dict(), cursor={"more": True} if more else None)
 
 
 def archive_stale_memories(ctx: JobContext) -> JobResult:

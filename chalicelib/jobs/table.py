@@ -45,6 +45,8 @@ JOBS: tuple[Job, ...] = (
         "Bring Qdrant's points to match Postgres for queued files (deletes, retries) and build its indexes."),
     Job("summarize_conversations", "chalicelib.responses.summarize:summarize_job", HOUR, "memory_jobs", 600,
         "Precompute the summaries of long Responses conversations."),
+    Job("index_memories", f"{_MEM}:index_memories", 5 * MINUTE, "memory_jobs", 120,
+        "Index long user histories on their backend (pgvector), retry failed writes, move between backends."),
     Job("consolidation", f"{_MEM}:consolidation", DAY, "memory_jobs", 600,
         "Merge each scope's duplicate memories (and related ones, with a memory model)."),
     Job("archive_stale_memories", f"{_MEM}:archive_stale_memories", DAY, "memory_jobs", 120,

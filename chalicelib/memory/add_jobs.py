@@ -153,6 +153,7 @@ def run(conn: psycopg.Connection, settings: Settings, tenant_id: str, job_id: st
     except Exception as exc:
         conn.execute(_NOTE_ERROR, {"tenant": tenant_id, "id": job_id, "error": Jsonb(error_of(exc))})
         raise
+    write.after_write(conn, settings, tenant_id, request)
     return "completed"
 
 

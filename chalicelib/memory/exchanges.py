@@ -4,7 +4,9 @@ similarity across the user's threads ("Context Retrieval": cosine similarity ≥
 :data:`CONTEXT_RESULTS` results by default).
 
 An exchange is indexed as ``"User: {prompt}\\nAssistant: {answer}"`` (seed 004's "Storage Flow") in the
-``EXCHANGES`` corpus: the same vector and BM25 legs as memories and chunks (:mod:`chalicelib.search.ranking`).
+``EXCHANGES`` corpus: the same vector and BM25 legs as memories and chunks (:mod:`chalicelib.search.ranking`); a
+user's exchanges are a partition of their own, indexed on the tenant's memory backend like their memories
+(:mod:`chalicelib.search.partitions`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from chalicelib.embed.base import Embedder
 from chalicelib.errors import NotFoundError
 from chalicelib.memory.model import MemoryScope
 from chalicelib.memory.store import exchange_text, scope_predicate
+from chalicelib.search.backends.pgvector import PGVECTOR
 from chalicelib.search.corpus import EXCHANGES, Scope
+from chalicelib.search.partitions import PartitionLegs, lookup, user_partition
 from chalicelib.search.ranking import Weights, rank
 from chalicelib.store.paging import Page, keyset, trim
 
@@ -150,9 +154,13 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
         UpstreamError: embedding the query failed.
     """
     predicate, params = scope_predicate(scope)
-    ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1), [query],
+    user_id = user_partition(EXCHANGES, tenant_id, scope.named())
+    user = lookup(conn, EXCHANGES, tenant_id, user_id, embedder.dimension) if user_id is not None else None
+    ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1,
+                                         collection=predicate, user=user), [query],
                   embedder=embedder, settings=settings, depth=_CANDIDATES, where=None, indexed_rows=0,
-                  weights=Weights(1.0, 1.0), vectors=[vector] if vector is not None else None)
+                  weights=Weights(1.0, 1.0), vectors=[vector] if vector is not None else None,
+                  backend=PartitionLegs(settings, scope.named()) if user is not None else PGVECTOR)
     kept = [r for r in ranked if (r.similarity or 0.0) >= threshold][:limit]
     if not kept:
         return []

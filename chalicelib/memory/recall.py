@@ -64,6 +64,11 @@ what each buys on LoCoMo):
 - **Time** (γ = :data:`FACET_BOOST`): a query naming a date, month or year (:mod:`chalicelib.memory.temporal`)
   prefers memories valid from inside that time (LongMemEval's time-aware query expansion, used as a soft boost).
 
+**Long histories.** A scope naming a user lies in that user's partition (:mod:`chalicelib.search.partitions`): the
+legs take the candidates of its indexed body from its backend and read its tail exactly, BM25's statistics are
+every row of the user's, the neighbours are index probes around each candidate and the speakers are kept with the
+partition — the work is bounded by the candidates, not the history (``docs/memory.md``, "Long histories").
+
 The boosts divide by their maximum so every score stays in [0, 1]; a query naming no speaker or time, or only
 a time none of the candidates is from, is not scaled. β and γ are coarse choices ("counts half as much again"), not
 fitted: on LoCoMo, Recall@10 moves by about 0.01 for any of them between 0.25 and 1. α was one too (0.5) until a
@@ -110,8 +115,10 @@ from chalicelib.embed.base import Embedder
 from chalicelib.memory import active, store
 from chalicelib.memory.model import Memory, MemoryScope
 from chalicelib.memory.temporal import TimeWindow, time_windows
+from chalicelib.search.backends.pgvector import PGVECTOR
 from chalicelib.search.corpus import MEMORIES, Scope
 from chalicelib.search.filters import compile_filter
+from chalicelib.search.partitions import PartitionLegs, lookup, tail_predicate, user_partition
 from chalicelib.search.ranking import Weights, rank
 
 __all__ = ["CONTEXT_WEIGHT", "FACET_BOOST", "SESSION_WEIGHT", "STRATEGIES", "UNASKED_SHARE", "Hit", "Query",
@@ -234,11 +241,10 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
     """
     now = now or datetime.now(UTC)
     where = compile_filter(query.filters, column="metadata")
-    scope = _scope(tenant_id, query)
+    scope = _scope(conn, tenant_id, query, embedder.dimension)
     depth = max(MIN_CANDIDATES, 4 * query.top_k)
     # The scope's speakers the query names count through the speaker facet, not as words of the query.
-    named = _named_speakers(query.query, store.speakers(conn, tenant_id, scope.predicate, scope.params)) \
-        if query.signals.speakers else set()
+    named = _named_speakers(query.query, _speakers(conn, tenant_id, scope)) if query.signals.speakers else set()
     text = _without_names(query.query, named)
     vector: Sequence[float] | None = None
     if query.strategy.vector > 0:
@@ -247,7 +253,9 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
         observability.record(observability.QUERY_EMBEDDING_LATENCY, (time.perf_counter() - started) * 1000.0)
     ranked = rank(conn, MEMORIES, scope, [text], embedder=embedder, settings=settings, depth=depth,
                   where=where, indexed_rows=0, vectors=[vector] if vector is not None else None,
-                  weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9))
+                  weights=Weights(embedding=query.strategy.vector or 1e-9, text=query.strategy.text or 1e-9),
+                  backend=PartitionLegs(settings, query.scope.named()) if scope.user is not None else PGVECTOR,
+                  similarities=False)  # (the candidates statement reads every candidate's similarity)
     if not ranked:
         return Searched([], text, vector)
     best_keyword = max((r.keyword or 0.0) for r in ranked) or 1.0
@@ -259,7 +267,7 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
             neighbours = sql.SQL("({}) AND {}").format(neighbours, where.expression)
             params.update(where.params)
     rows = store.candidates(conn, tenant_id, list(keyword), vector=vector, neighbours=neighbours,
-                             params=params)
+                             params=params, user_id=scope.user.user_id if scope.user is not None else None)
     # Every candidate's exact similarity (also of those only the keyword leg found, and of added neighbours);
     # neighbours neither leg returned have no keyword score.
     evidence = _Evidence({row.seq: max(0.0, row.similarity or 0.0) for row in rows},
@@ -274,9 +282,10 @@ def searched(conn: psycopg.Connection, settings: Settings, tenant_id: str, query
     if not any(w.contains(row.valid_from) for w in windows for row in rows):
         windows = []  # a time no candidate is from says nothing about them
     facts = _QueryFacts(relevance, sessions, named, windows, {row.seq for row in rows if row.asks})
-    scored = [_score(row, evidence, facts, query.strategy, settings, now) for row in rows]
-    scored.sort(key=lambda s: (-s[1], s[0].seq))
-    scored = [s for s in scored if s[1] >= query.score_threshold][:query.top_k]
+    ordered = sorted(((row, _score(row, evidence, facts, query.strategy, settings, now)[1]) for row in rows),
+                     key=lambda s: (-s[1], s[0].seq))
+    kept = [row for row, score in ordered if score >= query.score_threshold][:query.top_k]
+    scored = [_score(row, evidence, facts, query.strategy, settings, now, details=True) for row in kept]
     memories = store.fetch_by_seq(conn, tenant_id, [row.seq for row, _, _ in scored], touch=touch)
     return Searched([Hit(memories[row.seq], score, details) for row, score, details in scored if row.seq in memories],
                     text, vector)
@@ -357,8 +366,9 @@ def _base(match: float, freshness: float, importance: float, strategy: Strategy)
 
 
 def _score(row: store.Ranking, evidence: _Evidence, facts: _QueryFacts, strategy: Strategy, settings: Settings,
-           now: datetime) -> tuple[store.Ranking, float, dict[str, float | None]]:
-    """``(row, score, details)`` of one candidate (module docstring)."""
+           now: datetime, *, details: bool = False) -> tuple[store.Ranking, float, dict[str, float | None]]:
+    """``(row, score, details)`` of one candidate (module docstring); ``details`` empty unless asked for (they
+    are built for the rows returned only)."""
     def relevance(seq: int | None) -> float:
         return facts.relevance.get(seq, 0.0) if seq is not None else 0.0
 
@@ -382,17 +392,35 @@ def _score(row: store.Ranking, evidence: _Evidence, facts: _QueryFacts, strategy
     freshness = _freshness(row, settings, now)
     base = _base(match, freshness, row.importance, strategy)
     factor = decay(row, settings, now)
-    details: dict[str, float | None] = {
+    if not details:
+        return row, round(base * factor, 6), {}
+    parts: dict[str, float | None] = {
         "relevance": round(own, 6), "context": round(context, 6),
         "session": round(session, 6) if session is not None else None,
         "vector": round(evidence.similarity.get(row.seq, 0.0), 6),
         "keyword": round(evidence.keyword.get(row.seq, 0.0), 6), "speaker": speaker, "time": time_match,
         "recency": round(freshness, 6), "importance": round(row.importance, 6), "decay": round(factor, 6)}
-    return row, round(base * factor, 6), details
+    return row, round(base * factor, 6), parts
 
 
-def _scope(tenant_id: str, query: Query) -> Scope:
+def _speakers(conn: psycopg.Connection, tenant_id: str, scope: Scope) -> list[str]:
+    """The scope's speakers (:func:`store.speakers`); in a user's history, its body's (kept with its partition)
+    and those of the scope's tail rows."""
+    if scope.user is None:
+        return store.speakers(conn, tenant_id, scope.predicate, scope.params)
+    tail, tail_params = tail_predicate(MEMORIES, scope.user)
+    found = store.tail_speakers(conn, tenant_id, scope.predicate, scope.params, tail, tail_params)
+    return sorted(set(scope.user.speakers) | set(found))
+
+
+def _scope(conn: psycopg.Connection, tenant_id: str, query: Query, dimension: int) -> Scope:
+    """The search's scope: the ids it names, what is visible (status, validity, types, dates); in a user's history
+    (a scope naming a user), that user's partition (:mod:`chalicelib.search.partitions`, read once here); BM25's
+    collection the rows of the ids it names, in any status. ``dimension``: the query vector's."""
     predicate, params = store.scope_predicate(query.scope)
+    collection = predicate
+    user_id = user_partition(MEMORIES, tenant_id, query.scope.named())
+    user = lookup(conn, MEMORIES, tenant_id, user_id, dimension) if user_id is not None else None
     parts: list[sql.Composable] = [predicate]
     if query.as_of is not None:
         parts.append(sql.SQL(f"{active.valid_at(at='%(as_of)s')} AND {active.live(at='%(as_of)s')}"))
@@ -410,7 +438,8 @@ def _scope(tenant_id: str, query: Query) -> Scope:
     if query.created_before is not None:
         parts.append(sql.SQL("created_at <= %(created_before)s"))
         params["created_before"] = query.created_before
-    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1)
+    return Scope(tenant_ids=(tenant_id,), predicate=sql.SQL(" AND ").join(parts), params=params, rows=1,
+                 collection=collection, user=user)
 
 
 def scopes_of(hits: Sequence[Hit]) -> list[dict[str, str | None]]:

@@ -48,6 +48,7 @@ __all__ = [
     "Context",
     "Idempotency",
     "Recalled",
+    "Reindexed",
     "add",
     "add_document",
     "audit_page",
@@ -69,6 +70,7 @@ __all__ = [
     "profile",
     "purge",
     "recall_context",
+    "reindex",
     "remember",
     "restore",
     "search",
@@ -212,6 +214,7 @@ def add(conn: psycopg.Connection, ctx: Context, request: write.AddRequest, *, ru
             added = Added(result=result)
             if key is not None:
                 idempotency.save(conn, ctx.tenant_id, key.key, *key.render(added))
+        write.after_write(conn, settings, ctx.tenant_id, request)
         return added
     except BaseException:
         if key is not None:
@@ -463,17 +466,25 @@ def delete_many(conn: psycopg.Connection, ctx: Context, memory_ids: Sequence[str
 def purge(conn: psycopg.Connection, ctx: Context, scope: MemoryScope | None) -> dict[str, int]:
     """Remove exactly ``scope``'s memories (held to a bound context's scope) and every row holding their text; rows
     removed per kind. ``scope`` None purges every user, agent and run of the tenant (the API asks for ``all=true``
-    to say so).
+    to say so). A purged user's history is also dropped from its vector backend (:func:`partition_sync.forget`).
 
     Raises:
         PermissionDeniedError: ``scope`` names another value for a bound id, or a bound context asks for the whole
             tenant.
+        UpstreamError: the memories are purged, but a vector backend could not drop the user's index (the
+            index_memories job finishes it; Postgres holds none of the text).
     """
+    from chalicelib.search.backends import partition_sync
+
     if ctx.bound and scope is None:
         raise PermissionDeniedError("This API key is bound to a memory scope; it cannot purge every scope of the "
                                     "tenant (name its scope, or leave it out: the key's is used).",
                                     param="all", code="memory_scope_not_permitted")
-    return manage.purge(conn, ctx.tenant_id, ctx.within(scope) if scope is not None else None, actor=ctx.actor)
+    scope = ctx.within(scope) if scope is not None else None
+    counts = manage.purge(conn, ctx.tenant_id, scope, actor=ctx.actor)
+    if scope is None or (scope.user_id is not None and scope.agent_id is None and scope.run_id is None):
+        partition_sync.forget(conn, ctx.settings, ctx.tenant_id, scope.user_id if scope is not None else None)
+    return counts
 
 
 def delete_entity(conn: psycopg.Connection, ctx: Context, kind: str, name: str) -> dict[str, int]:
@@ -551,6 +562,60 @@ def recall_context(conn: psycopg.Connection, ctx: Context, scope: MemoryScope, t
                               limit=top_k, threshold=exchange_threshold, vector=asked.vector)
              if with_exchanges else [])
     return Recalled(asked.hits, found, ctx.embedder.tokenizer.count(asked.text))
+
+
+@dataclass(frozen=True, slots=True)
+class Reindexed:
+    """A finished move of a tenant's histories: the ``backend`` they are on now, the ``partitions`` (users'
+    memories and exchanges) it holds, the ``rows`` written there (moved, or written for the first time) and whether
+    the move ``resumed`` one under way."""
+
+    backend: str
+    partitions: int
+    rows: int
+    resumed: bool
+
+
+def reindex(conn: psycopg.Connection, ctx: Context, backend: str, *,
+            progress: Callable[[int, int], None] | None = None) -> Reindexed:
+    """Move the tenant's memories and exchanges to vector backend ``backend`` (the tenant's new histories go there
+    too): each user's history is written there from Postgres' rows — vectors included, nothing is embedded again —,
+    then switched, its old index dropped. Searches use the old one until then. Resumable: run again after an
+    interruption, it goes on where it was. ``progress(partitions moved, partitions)``. Call on an owner
+    connection (the CLI's).
+
+    Raises:
+        InvalidRequestError: ``backend`` is not a registered backend (param ``backend``).
+        UpstreamError: a backend failed (run again to resume).
+    """
+    from chalicelib.errors import InvalidRequestError
+    from chalicelib.search.backends import names, partition_sync
+
+    if backend not in names():
+        raise InvalidRequestError(f"Unknown vector backend {backend!r}: choose one of {', '.join(names())}.",
+                                  param="backend")
+    total, moving = partition_sync.moves_left(conn, ctx.tenant_id)
+    resumed = moving > 0
+    partition_sync.start_move(conn, ctx.tenant_id, backend)
+    total, moving = partition_sync.moves_left(conn, ctx.tenant_id)
+    counts = partition_sync.IndexCounts()
+    while True:
+        if progress is not None:
+            progress(total - moving, total)
+        partition_sync.index_pending(conn, ctx.settings, tenant_id=ctx.tenant_id, counts=counts)
+        _, left = partition_sync.moves_left(conn, ctx.tenant_id)
+        if left == 0 or left == moving and counts.failed:
+            break
+        moving = left
+    if counts.failed:
+        from chalicelib.errors import UpstreamError
+
+        raise UpstreamError(f"{counts.failed} histories could not be moved to {backend!r} (see the log); run the "
+                            "command again to resume.")
+    if progress is not None:
+        progress(total, total)
+    total, _ = partition_sync.moves_left(conn, ctx.tenant_id)
+    return Reindexed(backend, total, counts.moved + counts.rows, resumed)
 
 
 def thread_of(conn: psycopg.Connection, ctx: Context, response_id: str) -> str | None:

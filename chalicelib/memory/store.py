@@ -55,6 +55,7 @@ __all__ = [
     "similar",
     "speakers",
     "stats",
+    "tail_speakers",
     "touch",
 ]
 
@@ -83,14 +84,15 @@ SELECT %(id)s, %(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(memory)s, %(
 FROM (SELECT to_tsvector('english', %(index_text)s) AS v) AS k
 RETURNING {_COLUMNS}"""
 # Many memories in one statement: one JSON array of rows, each with its position `ord`, and their vectors as one
-# vector[] (sent binary); the tsvector computed once per row.
-_INSERT_MANY = f"""
+# vector[] (sent binary: %(embeddings)b; the text form cost ~10 ms of Python formatting and server parsing per add of
+# 50 384-d vectors on a loaded machine); the tsvector computed once per row.
+_INSERT_MANY = """
 INSERT INTO memories (id, tenant_id, user_id, agent_id, run_id, memory, hash, memory_type, categories, confidence,
     importance, metadata, source_kind, source_id, valid_from, pinned, expires_at, verified, source_type,
     embedding_model, embedding_dim, embedding, keywords, keyword_length, episode_messages, prompt_version)
 SELECT r.id, %(tenant)s, r.user_id, r.agent_id, r.run_id, r.memory, r.hash, r.memory_type, r.categories,
     r.confidence, r.importance, r.metadata, r.source_kind, r.source_id, coalesce(r.valid_from, now()), r.pinned,
-    r.expires_at, r.verified, r.source_type, r.model, r.dim, (%(embeddings)s::vector[])[r.ord + 1], k.v,
+    r.expires_at, r.verified, r.source_type, r.model, r.dim, (%(embeddings)b::vector[])[r.ord + 1], k.v,
     engram_tsvector_length(k.v), r.episode_messages, r.prompt_version
 FROM jsonb_to_recordset(%(rows)s) AS r(id text, user_id text, agent_id text, run_id text,
     memory text, hash text, memory_type text, categories text[], confidence real, importance real, metadata jsonb,
@@ -98,8 +100,7 @@ FROM jsonb_to_recordset(%(rows)s) AS r(id text, user_id text, agent_id text, run
     verified boolean, source_type text, model text, dim integer, index_text text, episode_messages jsonb,
     prompt_version text, ord integer)
 CROSS JOIN LATERAL (SELECT to_tsvector('english', r.index_text) AS v) AS k
-ORDER BY r.ord
-RETURNING {_COLUMNS}"""
+ORDER BY r.ord"""
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))"
 _GET = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 _BY_SEQ = f"SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND seq = ANY(%(seqs)s)"
@@ -116,6 +117,32 @@ asked AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN unnest(%(seqs)s::bigi
 ids AS (SELECT seq FROM asked UNION SELECT prev FROM asked WHERE prev IS NOT NULL
         UNION SELECT next FROM asked WHERE next IS NOT NULL),
 wanted AS (SELECT o.seq, o.prev, o.next FROM ordered o JOIN ids USING (seq))"""
+# The same for a scope inside one user's history, bounded by the candidates: each candidate's two nearest rows on
+# either side among its add's rows in the scope (index probes of memories_session, migration 0030), and the window
+# over just those rows — a neighbour's own nearest neighbours are among them (the second of each side). Each row's
+# ranking columns are read where it is met, so no row is fetched twice.
+_RANKING_COLUMNS = """{m}.seq, {m}.metadata->>'speaker' AS speaker, {m}.valid_from, {m}.source_kind, {m}.source_id,
+    {m}.importance, {m}.pinned, {m}.created_at, {m}.last_accessed_at,
+    CASE WHEN %(q)s::vector IS NOT NULL AND {m}.embedding_dim = %(dim)s
+         THEN 1 - ({m}.embedding <=> %(q)s::vector) END AS similarity, strpos({m}.memory, '?') > 0 AS asks,
+    coalesce({m}.source_id, '') AS source"""
+_PROBE = """SELECT {columns} FROM memories x
+             WHERE x.tenant_id = %(tenant)s AND x.user_id = %(neighbour_user)s AND x.valid_from = c.valid_from
+               AND x.source_kind = c.source_kind AND coalesce(x.source_id, '') = c.source AND x.seq {side} c.seq
+               AND ({scope})
+             ORDER BY x.seq {order} LIMIT 2"""
+_CANDIDATES_PROBED = """WITH
+c AS MATERIALIZED (SELECT {c_columns} FROM memories m WHERE m.tenant_id = %(tenant)s AND m.seq = ANY(%(seqs)s)),
+near AS (SELECT * FROM c
+         UNION SELECT b.* FROM c CROSS JOIN LATERAL ({before}) AS b
+         UNION SELECT a.* FROM c CROSS JOIN LATERAL ({after}) AS a),
+wanted AS (SELECT seq, lag(seq) OVER w AS prev, lead(seq) OVER w AS next FROM near
+           WINDOW w AS (PARTITION BY valid_from, source_kind, source ORDER BY seq)),
+ids AS (SELECT seq FROM c UNION SELECT w.prev FROM wanted w JOIN c USING (seq) WHERE w.prev IS NOT NULL
+        UNION SELECT w.next FROM wanted w JOIN c USING (seq) WHERE w.next IS NOT NULL)
+SELECT n.seq, n.speaker, n.valid_from, n.source_kind, n.source_id, n.importance, n.pinned, n.created_at,
+    n.last_accessed_at, w.prev AS previous, w.next AS following, n.similarity, n.asks
+FROM near n JOIN ids USING (seq) LEFT JOIN wanted w USING (seq)"""
 _ALONE = """
 wanted AS (SELECT NULL::bigint AS seq, NULL::bigint AS prev, NULL::bigint AS next WHERE false),
 ids AS (SELECT unnest(%(seqs)s::bigint[]) AS seq)"""
@@ -128,6 +155,12 @@ FROM ids JOIN memories m ON m.tenant_id = %(tenant)s AND m.seq = ids.seq
 LEFT JOIN wanted w ON w.seq = m.seq"""
 _SPEAKERS = """SELECT DISTINCT speaker FROM (
     SELECT metadata->>'speaker' AS speaker FROM memories WHERE tenant_id = %(tenant)s AND ({scope}) LIMIT %(limit)s
+) AS sample WHERE speaker IS NOT NULL AND btrim(speaker) <> '' ORDER BY speaker"""
+# The same among a user's tail rows, in the order of the user's index (tenant, user, seq), which serves the bound:
+# ordered by seq alone, a prepared (generic) plan may walk memories_seq_key from the tail's start through everyone's.
+_TAIL_SPEAKERS = """SELECT DISTINCT speaker FROM (
+    SELECT metadata->>'speaker' AS speaker FROM memories
+    WHERE tenant_id = %(tenant)s AND ({scope}) AND {tail} ORDER BY tenant_id, user_id, seq LIMIT %(limit)s
 ) AS sample WHERE speaker IS NOT NULL AND btrim(speaker) <> '' ORDER BY speaker"""
 _BY_HASH = f"""SELECT {_COLUMNS} FROM memories WHERE tenant_id = %(tenant)s AND hash = %(hash)s AND {{scope}}
 AND {ACTIVE} ORDER BY created_at LIMIT 1"""
@@ -375,13 +408,13 @@ def insert(conn: psycopg.Connection, tenant_id: str, memory_id: str, new: NewMem
     return row
 
 
-def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[str, NewMemory]]) -> list[Memory]:
-    """Insert ``(memory id, memory)`` pairs in one statement (the tsvectors computed once, there); returns the rows
-    in input order, their ``seq`` ascending in that order (the add's write order)."""
+def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[str, NewMemory]]) -> None:
+    """Insert ``(memory id, memory)`` pairs in one statement (the tsvectors computed once, there), their ``seq``
+    ascending in input order (the add's write order). Nothing is read back: the caller has the ids and texts."""
     from pgvector import Vector
 
     if not rows:
-        return []
+        return
     vectors = [new.embedding if isinstance(new.embedding, Vector) else Vector(list(new.embedding))
                for _, new in rows]
     payload = [{"id": memory_id, **new.scope.as_dict(), "memory": new.memory, "hash": new.hash,
@@ -392,10 +425,7 @@ def insert_many(conn: psycopg.Connection, tenant_id: str, rows: Sequence[tuple[s
                 "model": new.model, "dim": vector.dimensions(), "index_text": new.index_text,
                 "episode_messages": new.episode_messages, "prompt_version": new.prompt_version, "ord": i}
                for i, ((memory_id, new), vector) in enumerate(zip(rows, vectors))]
-    with conn.cursor(row_factory=class_row(Memory)) as cur:
-        inserted = {m.id: m for m in cur.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload),
-                                                                "embeddings": vectors}).fetchall()}
-    return [inserted[memory_id] for memory_id, _ in rows]
+    conn.execute(_INSERT_MANY, {"tenant": tenant_id, "rows": Jsonb(payload), "embeddings": vectors})
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -429,20 +459,31 @@ def fetch_by_seq(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], 
 
 
 def candidates(conn: psycopg.Connection, tenant_id: str, seqs: Sequence[int], *, vector: Sequence[float] | None,
-               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None) -> list[Ranking]:
+               neighbours: sql.Composable | None = None, params: dict[str, Any] | None = None,
+               user_id: str | None = None) -> list[Ranking]:
     """The :class:`Ranking` rows of the tenant's memories ``seqs`` (any order), with their similarity to
     ``vector``. With ``neighbours`` (an SQL boolean over ``memories``, alias-free, with its ``params``: the scope and
     filters whose rows may be returned), also each one's neighbours among those rows (``previous`` /
-    ``following``), and the rows of those neighbours with their own neighbours (which need not be returned)."""
+    ``following``), and the rows of those neighbours with their own neighbours (which need not be returned). With
+    ``user_id`` (the scope lies in that user's history), the neighbours are found by index probes around each
+    candidate (bounded by the candidates); else by numbering the scope's rows."""
     from pgvector import Vector
 
     if not seqs:
         return []
     query = None if vector is None else vector if isinstance(vector, Vector) else Vector(list(vector))
-    rows = sql.SQL(_NEIGHBOURS).format(scope=neighbours) if neighbours is not None else sql.SQL(_ALONE)
-    statement = sql.SQL(_CANDIDATES).format(rows=rows)
+    statement: sql.Composable
+    if neighbours is not None and user_id is not None:
+        columns = sql.SQL(_RANKING_COLUMNS).format(m=sql.Identifier("x"))
+        statement = sql.SQL(_CANDIDATES_PROBED).format(
+            c_columns=sql.SQL(_RANKING_COLUMNS).format(m=sql.Identifier("m")),
+            before=sql.SQL(_PROBE).format(columns=columns, side=sql.SQL("<"), order=sql.SQL("DESC"), scope=neighbours),
+            after=sql.SQL(_PROBE).format(columns=columns, side=sql.SQL(">"), order=sql.SQL(""), scope=neighbours))
+    else:
+        rows = sql.SQL(_NEIGHBOURS).format(scope=neighbours) if neighbours is not None else sql.SQL(_ALONE)
+        statement = sql.SQL(_CANDIDATES).format(rows=rows)
     values = {**(params or {}), "tenant": tenant_id, "seqs": list(seqs), "q": query,
-              "dim": query.dimensions() if query is not None else 0}
+              "dim": query.dimensions() if query is not None else 0, "neighbour_user": user_id}
     with conn.cursor(row_factory=class_row(Ranking)) as cur:
         return cur.execute(statement, values).fetchall()
 
@@ -454,6 +495,16 @@ def speakers(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, pa
     bounded by ``limit`` (:data:`SPEAKER_SAMPLE`) whatever the scope's size. Database errors propagate."""
     statement = sql.SQL(_SPEAKERS).format(scope=scope)
     rows = conn.execute(statement, {**params, "tenant": tenant_id, "limit": limit}).fetchall()
+    return [row[0] for row in rows]
+
+
+def tail_speakers(conn: psycopg.Connection, tenant_id: str, scope: sql.Composable, params: dict[str, Any],
+                  tail: sql.Composable, tail_params: dict[str, Any], *, limit: int = SPEAKER_SAMPLE) -> list[str]:
+    """:func:`speakers` among the scope's rows of a user's tail (``tail``: an SQL boolean over ``memories``,
+    :func:`chalicelib.search.partitions.tail_predicate`): the body's are kept with its partition."""
+    statement = sql.SQL(_TAIL_SPEAKERS).format(scope=scope, tail=tail)
+    rows = conn.execute(statement, {**params, **tail_params, "tenant": tenant_id, "limit": limit},
+                        prepare=False).fetchall()
     return [row[0] for row in rows]
 
 

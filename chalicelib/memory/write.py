@@ -39,7 +39,7 @@ from chalicelib.memory import exchanges, store
 from chalicelib.memory.exchanges import NewExchange
 from chalicelib.memory.model import Memory, MemoryScope, normalise, text_hash
 
-__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "apply", "plan"]
+__all__ = ["AddRequest", "AddResult", "Change", "InputMessage", "add", "after_write", "apply", "plan"]
 
 logger = logging.getLogger("engram.memory")
 
@@ -167,7 +167,23 @@ def add(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: A
     result = plan(conn, settings, tenant_id, request, embedder=embedder, backend=backend, model=model)
     with conn.transaction():
         apply(conn, tenant_id, request, result, embedder=embedder)
+    after_write(conn, settings, tenant_id, request)
     return result
+
+
+def after_write(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest) -> None:
+    """After an add committed: its user's history written to a backend that takes writes at once
+    (:func:`chalicelib.search.backends.partition_sync.after_add`: Qdrant; pgvector's bodies are the
+    ``index_memories`` job's). Never raises."""
+    from chalicelib.search.backends import partition_sync
+    from chalicelib.search.corpus import EXCHANGES, MEMORIES
+
+    user_id = request.scope.user_id
+    if user_id is None:
+        return
+    partition_sync.after_add(conn, settings, MEMORIES, tenant_id, user_id)
+    if request.exchange is not None:
+        partition_sync.after_add(conn, settings, EXCHANGES, tenant_id, user_id)
 
 
 def plan(conn: psycopg.Connection, settings: Settings, tenant_id: str, request: AddRequest, *, embedder: Embedder,
@@ -268,19 +284,20 @@ def apply(conn: psycopg.Connection, tenant_id: str, request: AddRequest, result:
             events.append(store.HistoryEvent(revised, scope, "UPDATE", target.memory, revised.memory, actor,
                                       {"previous_version": snapshot}))
     inserts = [c for c in writes if c.event in ("ADD", "INVALIDATE")]
-    rows = store.insert_many(conn, tenant_id, [(ids.new_id(ids.MEMORY), _new_memory(request, c, embedder.model))
-                                               for c in inserts])
-    for change, new in zip(inserts, rows):
-        change.id = new.id
+    for change in inserts:
+        change.id = ids.new_id(ids.MEMORY)
+    store.insert_many(conn, tenant_id, [(c.id, _new_memory(request, c, embedder.model)) for c in inserts if c.id])
+    for change in inserts:
+        assert change.id is not None
         target = change.target
         invalidates = change.event == "INVALIDATE" and target is not None
-        events.append(store.HistoryEvent(new, scope, "ADD", None, new.memory, actor,
+        events.append(store.HistoryEvent(change.id, scope, "ADD", None, change.text, actor,
                                   {"invalidates": target.id} if invalidates and target is not None else {}))
         if invalidates and target is not None:
             ends = max(valid_from, target.valid_from) if valid_from else None
-            store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=new.id)
-            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, new.memory, actor,
-                                      {"invalidated_by": new.id}))
+            store.close(conn, tenant_id, target.id, valid_to=ends, invalidated_by=change.id)
+            events.append(store.HistoryEvent(target, target.scope, "INVALIDATE", target.memory, change.text, actor,
+                                      {"invalidated_by": change.id}))
     store.record_many(conn, tenant_id, events)
     store.bump(conn, tenant_id, bumped, confidence_delta=CONFIDENCE_STEP)
     if request.exchange is not None and result.exchange_vector is not None:

@@ -15,10 +15,14 @@ from typing import TYPE_CHECKING
 from chalicelib.config import ENV_QDRANT_URL, ENV_VECTOR_BACKEND
 from chalicelib.errors import ConfigurationError
 from chalicelib.qdrant.port import (
+    CHUNK_LAYOUT,
     DENSE,
     INDEXED_FIELDS,
+    PARTITION_FIELD,
+    PARTITION_LAYOUT,
     SPARSE,
     TENANT_FIELD,
+    CollectionLayout,
     CollectionStatus,
     QdrantError,
     QdrantTransport,
@@ -28,8 +32,9 @@ from chalicelib.qdrant.port import (
 if TYPE_CHECKING:
     from chalicelib.config import Settings
 
-__all__ = ["DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "SPARSE", "TENANT_FIELD", "CollectionStatus", "QdrantError",
-           "QdrantTransport", "ScoredIds", "build_transport", "collection_name", "embedded_root"]
+__all__ = ["CHUNK_LAYOUT", "DENSE", "INDEXED_FIELDS", "LAMBDA_ENV", "PARTITION_FIELD", "PARTITION_LAYOUT", "SPARSE",
+           "TENANT_FIELD", "CollectionLayout", "CollectionStatus", "QdrantError", "QdrantTransport", "ScoredIds",
+           "build_transport", "collection_name", "embedded_root", "partition_collection_name"]
 
 # The embedded engine's folder under the data folder.
 EMBEDDED_FOLDER = "qdrant"
@@ -40,6 +45,12 @@ LAMBDA_ENV = "AWS_LAMBDA_FUNCTION_NAME"
 def collection_name(settings: Settings, dimension: int) -> str:
     """The collection holding every tenant's chunks of ``dimension``-float embeddings: ``<prefix>chunks_<dim>``."""
     return f"{settings.qdrant_collection_prefix}chunks_{dimension}"
+
+
+def partition_collection_name(settings: Settings, corpus: str, dimension: int) -> str:
+    """The collection holding every tenant's users' ``corpus`` (``memories``, ``exchanges``) of ``dimension``-float
+    embeddings: ``<prefix><corpus>_<dim>``."""
+    return f"{settings.qdrant_collection_prefix}{corpus}_{dimension}"
 
 
 def embedded_root(settings: Settings) -> Path:

@@ -23,7 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chalicelib.qdrant.port import DENSE, INDEXED_FIELDS, SPARSE, TENANT_FIELD, CollectionStatus, QdrantError, ScoredIds
+from chalicelib.qdrant.port import (
+    CHUNK_LAYOUT,
+    DENSE,
+    SPARSE,
+    CollectionLayout,
+    CollectionStatus,
+    QdrantError,
+    ScoredIds,
+)
 
 __all__ = ["EdgeTransport"]
 
@@ -43,9 +51,9 @@ class EdgeTransport:
         self._write_lock = threading.Lock()
         self._indexing_threshold_kb = indexing_threshold_kb
 
-    def ensure_collection(self, name: str, dimension: int) -> None:
+    def ensure_collection(self, name: str, dimension: int, layout: CollectionLayout = CHUNK_LAYOUT) -> None:
         """See :meth:`QdrantTransport.ensure_collection`."""
-        self._shard(name, dimension)
+        self._shard(name, dimension, layout)
 
     def upsert(self, name: str, points: Sequence[dict[str, Any]]) -> None:
         """See :meth:`QdrantTransport.upsert` (durable: the shard keeps a write-ahead log)."""
@@ -148,8 +156,9 @@ class EdgeTransport:
             return None
         return self._shard(name, None)
 
-    def _shard(self, name: str, dimension: int | None) -> Any:
-        """The open shard of collection ``name``, created (for ``dimension``) when missing."""
+    def _shard(self, name: str, dimension: int | None, layout: CollectionLayout = CHUNK_LAYOUT) -> Any:
+        """The open shard of collection ``name``, created (for ``dimension``, built as ``layout`` says) when
+        missing."""
         import qdrant_edge as qe
 
         path = self._root / name
@@ -164,14 +173,19 @@ class EdgeTransport:
                     if dimension is None:
                         raise QdrantError(f"Qdrant collection {name!r} does not exist.")
                     path.parent.mkdir(parents=True, exist_ok=True)
+                    hnsw = qe.HnswIndexConfig(m=0, payload_m=16, ef_construct=100, full_scan_threshold=10_000) \
+                        if layout.per_tenant_graphs else None
                     optimizers = None if self._indexing_threshold_kb is None else \
                         qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
                     config = qe.EdgeConfig(
                         vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
-                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams()}, optimizers=optimizers)
+                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams()}, hnsw_config=hnsw,
+                        optimizers=optimizers)
                     shard = qe.EdgeShard.create(str(path), config)
-                    for field in INDEXED_FIELDS:
-                        params = qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD)
+                    for field in layout.indexed:
+                        tenant = field == layout.tenant
+                        params = qe.KeywordIndexParams(is_tenant=tenant, enable_hnsw=False) \
+                            if layout.per_tenant_graphs and not tenant else qe.KeywordIndexParams(is_tenant=tenant)
                         shard.update(qe.UpdateOperation.create_field_index(field, params))
             except QdrantError:
                 raise

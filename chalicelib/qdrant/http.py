@@ -20,7 +20,15 @@ from typing import Any
 import httpx
 
 from chalicelib import http_retry
-from chalicelib.qdrant.port import DENSE, INDEXED_FIELDS, SPARSE, TENANT_FIELD, CollectionStatus, QdrantError, ScoredIds
+from chalicelib.qdrant.port import (
+    CHUNK_LAYOUT,
+    DENSE,
+    SPARSE,
+    CollectionLayout,
+    CollectionStatus,
+    QdrantError,
+    ScoredIds,
+)
 
 __all__ = ["HttpTransport"]
 
@@ -41,7 +49,7 @@ class HttpTransport:
         self._known: set[str] = set()
         self._lock = threading.Lock()
 
-    def ensure_collection(self, name: str, dimension: int) -> None:
+    def ensure_collection(self, name: str, dimension: int, layout: CollectionLayout = CHUNK_LAYOUT) -> None:
         """See :meth:`QdrantTransport.ensure_collection` (checked once per process and collection)."""
         if name in self._known:
             return
@@ -49,16 +57,21 @@ class HttpTransport:
             if name in self._known:
                 return
             if not self._call("GET", f"/collections/{name}/exists")["exists"]:
-                body = {"vectors": {DENSE: {"size": dimension, "distance": "Cosine"}}, "sparse_vectors": {SPARSE: {}}}
+                body: dict[str, Any] = {"vectors": {DENSE: {"size": dimension, "distance": "Cosine"}},
+                                        "sparse_vectors": {SPARSE: {}}}
+                if layout.per_tenant_graphs:
+                    body["hnsw_config"] = {"m": 0, "payload_m": 16}
                 try:
                     self._call("PUT", f"/collections/{name}", body)
                 except QdrantError as error:  # created meanwhile by another process: fine
                     if error.qdrant_status != 409:
                         raise
-                for field in INDEXED_FIELDS:
+                for field in layout.indexed:
                     schema: dict[str, Any] = {"type": "keyword"}
-                    if field == TENANT_FIELD:
+                    if field == layout.tenant:
                         schema["is_tenant"] = True
+                    elif layout.per_tenant_graphs:
+                        schema["enable_hnsw"] = False
                     self._call("PUT", f"/collections/{name}/index", {"field_name": field, "field_schema": schema},
                                wait=True)
             self._known.add(name)

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from chalicelib.errors import UpstreamError
 
-__all__ = ["DENSE", "INDEXED_FIELDS", "SPARSE", "TENANT_FIELD", "CollectionStatus", "QdrantError", "QdrantTransport",
-           "ScoredIds"]
+__all__ = ["CHUNK_LAYOUT", "DENSE", "INDEXED_FIELDS", "PARTITION_FIELD", "PARTITION_LAYOUT", "SPARSE", "TENANT_FIELD",
+           "CollectionLayout", "CollectionStatus", "QdrantError", "QdrantTransport", "ScoredIds"]
 
 # The named vectors of a chunk point: its embedding (cosine) and its BM25 keyword weights (sparse, dot product).
 DENSE = "dense"
@@ -33,6 +33,27 @@ INDEXED_FIELDS = (TENANT_FIELD, "vector_store_id", "file_id")
 
 # One search's result: (point id, score) pairs, best first.
 ScoredIds = list[tuple[int, float]]
+# The payload field of a user's history points naming its partition (memory_partitions.partition_key, as a keyword).
+PARTITION_FIELD = "partition"
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionLayout:
+    """How a collection is built: keyword payload indexes on ``indexed``, ``tenant`` among them marked ``is_tenant``
+    (Qdrant stores its points together); with ``per_tenant_graphs``, no global HNSW graph (``m`` 0) but one per
+    value of the tenant field (``payload_m`` 16; the other indexes with ``enable_hnsw`` off) — Qdrant's
+    multitenancy guide for collections only ever searched one tenant at a time."""
+
+    indexed: tuple[str, ...]
+    tenant: str
+    per_tenant_graphs: bool = False
+
+
+# Vector stores' chunks: searched across a tenant's stores (and shared ones), with a global graph.
+CHUNK_LAYOUT = CollectionLayout(INDEXED_FIELDS, TENANT_FIELD)
+# Users' histories: every search stays in one user's partition; agent and run narrow it.
+PARTITION_LAYOUT = CollectionLayout((PARTITION_FIELD, TENANT_FIELD, "agent_id", "run_id"), PARTITION_FIELD,
+                                    per_tenant_graphs=True)
 
 
 class QdrantError(UpstreamError):
@@ -60,9 +81,9 @@ class CollectionStatus:
 class QdrantTransport(Protocol):
     """What Engram asks of Qdrant. Every method raises :class:`QdrantError` when Qdrant fails."""
 
-    def ensure_collection(self, name: str, dimension: int) -> None:
-        """Create collection ``name`` for ``dimension``-float dense vectors (cosine) and sparse BM25 vectors, with
-        keyword payload indexes on :data:`INDEXED_FIELDS`, unless it exists."""
+    def ensure_collection(self, name: str, dimension: int, layout: CollectionLayout = CHUNK_LAYOUT) -> None:
+        """Create collection ``name`` for ``dimension``-float dense vectors (cosine) and sparse BM25 vectors, built
+        as ``layout`` says (chunks': keyword payload indexes on :data:`INDEXED_FIELDS`), unless it exists."""
         ...
 
     def upsert(self, name: str, points: Sequence[dict[str, Any]]) -> None:

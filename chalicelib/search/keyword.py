@@ -34,8 +34,8 @@ from psycopg import ClientCursor, sql
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
 
-__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "KeywordLeg", "QueryTerms", "keyword_leg", "keyword_scores",
-           "keyword_search", "query_terms"]
+__all__ = ["BM25_B", "BM25_K1", "EXHAUSTIVE_MAX_ROWS", "KeywordLeg", "QueryTerms", "exhaustive", "keyword_leg",
+           "keyword_scores", "keyword_search", "query_terms", "terms_of"]
 
 # BM25 parameters (Anserini's BEIR defaults); engram_bm25_impact and engram_bm25_score in migrations/0009 use the
 # same constants.
@@ -68,14 +68,16 @@ SELECT row_id, score FROM (
 WHERE score > 0 ORDER BY score DESC, row_id LIMIT %(limit)s"""
 _TOPK = """SELECT chunk_id, score
 FROM {function}(%(partitions)s, %(terms)s, %(idfs)s, %(avgdl)s, %(limit)s, %(exact)s, %(filter)s)"""
-# Scope statistics: the scope's rows are the collection (N, avgdl, df over them), scored in the same statement.
-# The query's lexemes are computed in the statement too (one round trip; none → no rows).
+# Scope statistics: the rows of the scope's collection (Scope.collection, else the scope's own rows) make N, avgdl
+# and df; the scope's rows passing the filter are scored, in the same statement. The query's lexemes are computed in
+# the statement too (one round trip; none → no rows).
 _SCOPE_SCORED = """
 WITH q AS (SELECT array_agg(DISTINCT t.lexeme) AS terms FROM unnest(to_tsvector('english', %(query)s)) AS t),
-     d AS (SELECT {id} AS id, keywords, keyword_length FROM {table}
-           WHERE tenant_id = ANY(%(tenants)s) AND ({scope}) AND {filter}),
+     d AS (SELECT {id} AS id, keywords, keyword_length, ({scope}) AND {filter} AS inside FROM {table}
+           WHERE tenant_id = ANY(%(tenants)s) AND ({collection})),
      totals AS (SELECT count(*) AS n, greatest(avg(keyword_length), 1) AS avgdl FROM d),
-     hits AS (SELECT d.id, d.keyword_length AS len, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
+     hits AS (SELECT d.id, d.inside, d.keyword_length AS len, t.lexeme,
+                     coalesce(array_length(t.positions, 1), 1) AS tf
               FROM d, unnest(ts_filter(setweight(d.keywords, 'A', (SELECT terms FROM q)), '{{a}}')) AS t),
      idf AS (SELECT h.lexeme, ln(1 + (totals.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
              FROM hits h, totals GROUP BY h.lexeme, totals.n)
@@ -84,7 +86,7 @@ SELECT h.id,
        min(totals.n) AS n, (SELECT coalesce(sum(i.idf), 0) FROM idf i) AS idf_sum, (SELECT count(*) FROM idf) AS found,
        (SELECT coalesce(array_length(terms, 1), 0) FROM q) AS lexemes
 FROM hits h JOIN idf USING (lexeme) CROSS JOIN totals
-WHERE {only}
+WHERE h.inside AND {only}
 GROUP BY h.id ORDER BY score DESC, h.id LIMIT %(limit)s"""
 # BM25 of given rows with the query's terms and the partitions' statistics (maintained statistics).
 _ROWS_SCORED = """
@@ -116,6 +118,12 @@ def query_terms(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query: s
     no indexable word (only stop words or punctuation) or the scope no row."""
     rows = conn.execute(_MAINTAINED_TERMS, {"query": _clean(query), "tenants": list(scope.tenant_ids),
                                             "partitions": list(scope.partitions)}).fetchall()
+    return terms_of(rows)
+
+
+def terms_of(rows: list[tuple[Any, ...]]) -> QueryTerms | None:
+    """:class:`QueryTerms` from one row per distinct query lexeme: ``(lexeme, df, N, total length)`` (N and the
+    total length the collection's, alike on every row); None for no row or an empty collection."""
     if not rows or not rows[0][2]:
         return None
     n, total = float(rows[0][2]), float(rows[0][3])
@@ -159,11 +167,11 @@ def keyword_scores(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
                    ids: list[int], *, where: CompiledFilter | None) -> dict[int, float]:
     """BM25 of the rows ``ids`` of ``scope`` for ``query``, with the collection statistics ``leg`` used, so the
     scores are those the leg would have given them: ``{row id: bm25}`` (rows scoring 0 may be left out). One
-    statement: the maintained corpora's ``engram_bm25_score`` over those rows, or the scope's statistics
-    restricted to them."""
+    statement over those rows: ``engram_bm25_score`` with the leg's ``terms`` (maintained statistics, a user
+    partition's), else the scope's statistics restricted to them."""
     if not ids:
         return {}
-    if corpus.statistics == "scope":
+    if corpus.statistics == "scope" and leg.terms is None:
         rows, _ = _scope_scored(conn, corpus, scope, query, len(ids), where, only=ids)
         return dict(rows)
     if leg.terms is None or not leg.terms.lexemes:
@@ -192,7 +200,7 @@ def keyword_search(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query
         return []
     if corpus.topk_function is not None and not _exhaustive_cheaper(scope):
         return _topk(conn, corpus, scope, terms, limit, where, exact)
-    return _exhaustive(conn, corpus, scope, terms, limit, where)
+    return exhaustive(conn, corpus, scope, terms, limit, where)
 
 
 def _exhaustive_cheaper(scope: Scope) -> bool:
@@ -202,8 +210,11 @@ def _exhaustive_cheaper(scope: Scope) -> bool:
     return scope.rows <= EXHAUSTIVE_MAX_ROWS or scope.rows <= EXHAUSTIVE_MAX_SHARE * partition_rows
 
 
-def _exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
-                where: CompiledFilter | None) -> list[tuple[int, float]]:
+def exhaustive(conn: psycopg.Connection, corpus: Corpus, scope: Scope, terms: QueryTerms, limit: int,
+               where: CompiledFilter | None) -> list[tuple[int, float]]:
+    """The best ``limit`` ``(row id, bm25)`` of ``scope``'s rows passing ``where``, each scored from its own
+    tsvector with ``terms`` (collection statistics computed by the caller), best first, ties by id; rows scoring 0
+    left out. One statement reading every row of the scope."""
     params: dict[str, Any] = {**scope.params, "tenants": list(scope.tenant_ids), "terms": terms.lexemes,
                               "idfs": terms.idfs, "avgdl": terms.avgdl, "limit": limit}
     filter_expression: sql.Composable = sql.SQL("true")
@@ -245,7 +256,8 @@ def _scope_scored(conn: psycopg.Connection, corpus: Corpus, scope: Scope, query:
         restriction = sql.SQL("h.id = ANY(%(only)s)")
         params["only"] = list(only)
     statement = sql.SQL(_SCOPE_SCORED).format(id=corpus.row_id(), table=corpus.identifier(), scope=scope.predicate,
-                                              filter=filter_expression, only=restriction)
+                                              filter=filter_expression, only=restriction,
+                                              collection=scope.collection or scope.predicate)
     rows = conn.execute(statement, params).fetchall()
     if not rows:
         return [], 0.0

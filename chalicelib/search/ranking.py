@@ -54,7 +54,7 @@ from psycopg import sql
 from chalicelib import observability
 from chalicelib.config import Settings
 from chalicelib.embed.base import Embedder
-from chalicelib.search.backends import VectorBackend
+from chalicelib.search.backends import CandidateLegs
 from chalicelib.search.backends.pgvector import PGVECTOR
 from chalicelib.search.corpus import Corpus, Scope
 from chalicelib.search.filters import CompiledFilter
@@ -112,19 +112,22 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
          settings: Settings, depth: int, where: CompiledFilter | None, weights: Weights,
          indexed_rows: int, vectors: Sequence[Sequence[float]] | None = None, limit: int | None = None,
          threshold: float = 0.0, index: HnswIndex | None = None,
-         backend: VectorBackend = PGVECTOR, rerank: bool = True) -> list[Ranked]:
+         backend: CandidateLegs = PGVECTOR, rerank: bool = True, similarities: bool = True) -> list[Ranked]:
     """Every row either leg returned for any of ``queries`` (each leg asked for ``depth`` rows per query), best
     first. Vector-only ranking (``weights.text == 0``) orders by cosine similarity, keyword-only by BM25;
     hybrid ranking takes the candidates in reciprocal-rank-fusion order of every leg's list and puts the first
     ``max(limit, FUSION_WINDOW)`` of them (all of them without ``limit``) in relevance order (module docstring);
     when the rest is read too (below), the whole list is in relevance order. ``rerank=False`` (OpenAI's ranker
     ``none``) keeps hybrid ranking in fusion order: every row still carries its relevance, which then need not
-    descend along the list. ``index``: the corpus's HNSW index
+    descend along the list. ``similarities=False``: a caller that reads every candidate's similarity itself (memory
+    recall, with its ranking rows) skips reading those only the keyword leg found (their ``similarity`` and
+    ``relevance`` then count the vector leg's evidence alone). ``index``: the corpus's HNSW index
     when the caller has read it already (:func:`chalicelib.store.vector_stores.hnsw_index`; else it is read here,
     for a corpus that has one). ``vectors`` (one per query,
     ``embedder.dimension`` floats each) are the queries' embeddings when the caller computed them already (memory
     recall reuses its query vector); else they are embedded here. ``backend`` proposes each leg's candidates
-    (:mod:`chalicelib.search.backends`; pgvector by default, the only one for memories); the evidence and the
+    (:mod:`chalicelib.search.backends`; pgvector by default; a user's history: its partition's legs,
+    :class:`chalicelib.search.partitions.PartitionLegs`); the evidence and the
     relevance are computed here alike for every backend.
 
     With ``limit``, only a prefix of that list comes back — one holding ``limit`` rows whose relevance reaches
@@ -187,7 +190,7 @@ def rank(conn: psycopg.Connection, corpus: Corpus, scope: Scope, queries: Sequen
             break
         candidates = [int(row_id) for row_id, _ in batch]
         for ev, q in zip(evidence, queries, strict=True):
-            if use_vector and not ev.vector_complete and ev.vector is not None:
+            if similarities and use_vector and not ev.vector_complete and ev.vector is not None:
                 missing = [c for c in candidates if c not in ev.similarity]
                 ev.similarity.update((row_id, _similarity(d)) for row_id, d in
                                      backend.distances(conn, vector_scope, ev.vector, missing).items())

@@ -87,8 +87,9 @@ def test_the_parsing_function_stays_where_it_was_measured(function_mb: dict[str,
     # A regression guard until the target above is met: 59.4 MB measured with the bytecode of the code package and of
     # what `import app` loads (55.1 MB without; 66.1 MB, without bytecode, before the layers were split).
     # 60.4-60.6 MB on 2026-11-28: the code package grew to ~4.0 MB (issue 30's and 32's modules with their
-    # bytecode); the MCP SDK is in its own layer, which Ingest does not have.
-    assert function_mb["Ingest"] <= 61.0
+    # bytecode); the MCP SDK is in its own layer, which Ingest does not have. 61.0 MB with issue 31's users'
+    # histories (the code package ~4.3 MB).
+    assert function_mb["Ingest"] <= 61.5
 
 
 _API_SCRIPT = """

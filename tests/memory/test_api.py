@@ -8,9 +8,11 @@ import time
 
 import pytest
 
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.chat_server import error, text
 from tests.memory.conftest import MEMORY_MODEL, decisions, facts
 
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 def _add(client, **body):
     response = client.post("/memories", json=body)

@@ -118,3 +118,18 @@ def test_exchange_commands(cli):
     assert "deleted" in cli("memory", "exchanges", "delete", exchange["id"])
     cli("memory", "exchanges", "delete", exchange["id"], code=2)
     assert json.loads(cli("memory", "stats", "--user", "kit", "--json"))["exchanges"] == 0
+
+
+def test_memory_reindex_moves_the_tenants_histories_and_refuses_an_unknown_backend(cli, settings, monkeypatch):
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(settings.data_dir))  # (the embedded Qdrant of the module)
+    config.settings.cache_clear()
+    deps.reset()
+    cli("memory", "add", "Owns a red bicycle", "Rides to work on Mondays", "--user", "erin", "--json")
+    moved = json.loads(cli("memory", "reindex", "--backend", "qdrant", "--json"))
+    assert moved == {"tenant": "cli-memory", "backend": "qdrant", "partitions": 1, "rows": 2, "resumed": False}
+    hits = json.loads(cli("memory", "search", "bicycle", "--user", "erin", "--json"))
+    assert hits[0]["memory"] == "Owns a red bicycle"
+    back = json.loads(cli("memory", "reindex", "--backend", "pgvector", "--json"))
+    assert back["backend"] == "pgvector" and back["partitions"] == 1
+    assert json.loads(cli("memory", "search", "bicycle", "--user", "erin", "--json"))[0]["id"] == hits[0]["id"]
+    cli("memory", "reindex", "--backend", "nope", code=2)  # (exit 2, the message on stderr)

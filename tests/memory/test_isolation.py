@@ -8,8 +8,10 @@ import pytest
 from psycopg import sql
 
 from chalicelib.store.db import connect
+from tests.conftest import BOTH_BACKENDS
 from tests.memory.conftest import facts
 
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 @pytest.fixture(scope="module")
 def owned(api) -> dict:

@@ -17,8 +17,10 @@ from chalicelib.jobs import runner
 from chalicelib.memory import episodes, exchanges, recall, store, write
 from chalicelib.memory.model import MemoryScope, text_hash
 from chalicelib.store import tenants, vector_stores
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.chat_server import FakeChatServer, text
 
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 @pytest.fixture(scope="module")
 def fake():

@@ -23,8 +23,10 @@ if "MEM0_DIR" not in os.environ:
 from mem0 import MemoryClient
 from mem0.exceptions import AuthenticationError, MemoryNotFoundError, ValidationError
 
+from tests.conftest import BOTH_BACKENDS
 from tests.memory.conftest import MEMORY_MODEL, decisions, facts
 
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 @pytest.fixture(scope="module")
 def mem0_host(server) -> str:

@@ -30,6 +30,7 @@ from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.client.project import AsyncProject, Project
 from mem0.exceptions import MemoryNotFoundError, ValidationError
 
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.chat_server import text
 
 WORKS, REFUSED, CLIENT_SIDE = "works", "refused", "raises NotImplementedError in the client"
@@ -69,6 +70,8 @@ REFUSALS: dict[str, Callable[[Any], Any]] = {
     "project.remove_member": lambda c: c.project.remove_member("a@example.com"),
 }
 
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 def _public(cls: type) -> set[str]:
     return {name for name, member in vars(cls).items() if not name.startswith("_") and callable(member)}

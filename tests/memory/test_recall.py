@@ -12,6 +12,9 @@ import pytest
 from chalicelib.memory import recall, write
 from chalicelib.memory.model import MemoryScope
 from chalicelib.store.vector_stores import ensure_tenant
+from tests.conftest import BOTH_BACKENDS
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 TENANT = "recall"
 

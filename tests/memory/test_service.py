@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import BOTH_BACKENDS
 from tests.memory.conftest import decisions, facts
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 REPO = Path(__file__).resolve().parents[2]
 

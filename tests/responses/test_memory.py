@@ -20,8 +20,11 @@ import pytest
 from chalicelib import deps, memory
 from chalicelib.dispatch.port import Delivery
 from chalicelib.store.db import connect
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.broken import BrokenEmbedder
 from tests.fakes.chat_server import call, text, tool_calls
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 MEMORY_MODEL = "fake-memory-model"
 

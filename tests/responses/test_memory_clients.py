@@ -24,7 +24,10 @@ import openai
 import pytest
 
 from chalicelib.responses.memory import BLOCK_START
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.chat_server import call, error, text, tool_calls
+
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 INCLUDE = ["memory_search_call.results"]
 # Recall everything the user has (the hashing embedder's scores are low for unrelated words).

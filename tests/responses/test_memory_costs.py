@@ -12,8 +12,10 @@ import httpx
 from chalicelib import deps
 from chalicelib.embed.hashing import HashingEmbedder
 from chalicelib.store import db
+from tests.conftest import BOTH_BACKENDS
 from tests.fakes.chat_server import text
 
+VECTOR_BACKENDS = BOTH_BACKENDS  # users' memories on pgvector, then on Qdrant
 
 class CountingEmbedder(HashingEmbedder):
     """The hashing embedder, counting what it is asked to embed."""

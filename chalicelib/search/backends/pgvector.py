@@ -1,7 +1,9 @@
 """The pgvector backend: the vector leg over pgvector (HNSW or exact, :mod:`chalicelib.search.vector`) and the
 keyword leg over the BM25 postings (:mod:`chalicelib.search.keyword`), both in Postgres — the default. Its writer
 has nothing to do: the chunks' triggers maintain the HNSW index and the postings in the writing transaction
-(migrations 0009, 0012, 0026), so it is ``in_postgres``."""
+(migrations 0009, 0012, 0026), so it is ``in_postgres``. Users' histories: a body's postings and tagged vectors
+in Postgres too (:mod:`pgvector_partitions`), written by the ``index_memories`` job once a history is long enough
+for them to pay (:data:`PARTITION_MIN_ROWS`)."""
 
 from __future__ import annotations
 
@@ -10,15 +12,20 @@ from collections.abc import Sequence
 import psycopg
 
 from chalicelib.config import Settings
-from chalicelib.search.backends import IndexState
-from chalicelib.search.corpus import Corpus, Scope
+from chalicelib.search.backends import IndexState, pgvector_partitions
+from chalicelib.search.corpus import Corpus, Partition, Scope
 from chalicelib.search.filters import CompiledFilter
-from chalicelib.search.keyword import KeywordLeg, keyword_leg
+from chalicelib.search.keyword import KeywordLeg, QueryTerms, keyword_leg
+from chalicelib.search.partitions import PartitionSearch
 from chalicelib.search.vector import VectorScope, distances, vector_search
 from chalicelib.store.vector_index_outbox import StoreRow
 from chalicelib.store.vector_stores import HNSW_MAX_HALFVEC_DIM, HnswIndex, hnsw_index
 
-__all__ = ["PGVECTOR", "PgvectorBackend", "adapter"]
+__all__ = ["PARTITION_MIN_ROWS", "PGVECTOR", "PgvectorBackend", "adapter"]
+
+# A user's history is indexed on pgvector once it holds this many rows: below, an exact scan of it costs less than
+# the graph's walk and the top-k's fixed steps (benchmarks/memory.py --per-user).
+PARTITION_MIN_ROWS = 2000
 
 
 class PgvectorBackend:
@@ -26,6 +33,8 @@ class PgvectorBackend:
 
     name = "pgvector"
     in_postgres = True
+    partition_min_rows = PARTITION_MIN_ROWS
+    writes_after_add = False  # (an HNSW insert costs ~1 ms a row: the job writes bodies)
 
     def vector_leg(self, conn: psycopg.Connection, scope: VectorScope, vector: Sequence[float], limit: int, *,
                    where: CompiledFilter | None, settings: Settings, index: HnswIndex) -> list[tuple[int, float]]:
@@ -44,6 +53,32 @@ class PgvectorBackend:
         """:func:`~chalicelib.search.keyword.keyword_leg` (exact BM25 scores; the first ``exact_head`` rows, or
         all, the exhaustive ranking)."""
         return keyword_leg(conn, corpus, scope, query, limit, where=where, exact=exact_head)
+
+    def partition_vector_leg(self, conn: psycopg.Connection, search: PartitionSearch, vector: Sequence[float],
+                             limit: int, *, settings: Settings) -> list[tuple[int, float]]:
+        """:func:`pgvector_partitions.body_vector_leg`."""
+        return pgvector_partitions.body_vector_leg(conn, search, vector, limit, settings=settings)
+
+    def partition_keyword_leg(self, conn: psycopg.Connection, search: PartitionSearch, terms: QueryTerms,
+                              limit: int, *, exact_head: int | None) -> tuple[list[tuple[int, float]], bool]:
+        """:func:`pgvector_partitions.body_keyword_leg` (exact BM25)."""
+        return pgvector_partitions.body_keyword_leg(conn, search, terms, limit, exact_head=exact_head), True
+
+    def write_partition(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus,
+                        seqs: Sequence[int], *, rebuild: bool = False) -> None:
+        """:func:`pgvector_partitions.write` (in the caller's transaction)."""
+        pgvector_partitions.write(conn, partition, corpus, seqs, rebuild=rebuild)
+
+    def delete_partition_rows(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus,
+                              seqs: Sequence[int]) -> None:
+        """Nothing: the triggers removed their postings and vectors when the rows changed (migration 0030)."""
+
+    def drop_partition(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus) -> None:
+        """:func:`pgvector_partitions.drop`."""
+        pgvector_partitions.drop(conn, partition)
+
+    def settle_partitions(self, corpus: Corpus, dimensions: Sequence[int]) -> None:
+        """Nothing: Postgres maintains its indexes as it writes."""
 
     # ---- writer: nothing to write (the triggers keep the index in the writing transaction)
 

@@ -27,12 +27,13 @@ from chalicelib import deps
 from chalicelib.config import Settings
 from chalicelib.errors import EngramError
 from chalicelib.qdrant import DENSE, SPARSE, TENANT_FIELD, QdrantTransport, collection_name
-from chalicelib.search.backends import IndexState, qdrant_write
+from chalicelib.search.backends import IndexState, qdrant_partitions, qdrant_write
 from chalicelib.search.backends.qdrant_filters import compile_qdrant
 from chalicelib.search.backends.qdrant_points import query_vector
-from chalicelib.search.corpus import Corpus, Scope
+from chalicelib.search.corpus import Corpus, Partition, Scope
 from chalicelib.search.filters import CompiledFilter
-from chalicelib.search.keyword import KeywordLeg, query_terms
+from chalicelib.search.keyword import KeywordLeg, QueryTerms, query_terms
+from chalicelib.search.partitions import PartitionSearch
 from chalicelib.search.vector import VectorScope
 from chalicelib.store.vector_index_outbox import StoreRow
 from chalicelib.store.vector_stores import HnswIndex
@@ -68,6 +69,8 @@ class QdrantBackend:
 
     name = "qdrant"
     in_postgres = False
+    partition_min_rows = 0  # every history lives in Qdrant
+    writes_after_add = True  # an add's points are upserted right after it commits
 
     def __init__(self, settings: Settings, dimension: int) -> None:
         self._settings = settings
@@ -131,7 +134,52 @@ class QdrantBackend:
                                                             "ids": [i for i, _ in rows]}).fetchall()}
         return [row for row in rows if row[0] in kept]
 
+    def partition_vector_leg(self, conn: psycopg.Connection, search: PartitionSearch, vector: Sequence[float],
+                             limit: int, *, settings: Settings) -> list[tuple[int, float]]:
+        """:func:`qdrant_partitions.body_vector_leg` (exact distances, the scope checked in Postgres)."""
+        return qdrant_partitions.body_vector_leg(conn, self._transport, self._settings, search, vector, limit)
+
+    def partition_keyword_leg(self, conn: psycopg.Connection, search: PartitionSearch, terms: QueryTerms,
+                              limit: int, *, exact_head: int | None) -> tuple[list[tuple[int, float]], bool]:
+        """:func:`qdrant_partitions.body_keyword_leg` (Qdrant's sparse candidates, their exact BM25 read in
+        Postgres)."""
+        return qdrant_partitions.body_keyword_leg(conn, self._transport, self._settings, search, terms, limit), True
+
     # ---- writer
+
+    def write_partition(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus,
+                        seqs: Sequence[int], *, rebuild: bool = False) -> None:
+        """:func:`qdrant_partitions.write` (``rebuild`` changes nothing: the sparse weights only propose).
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        qdrant_partitions.write(conn, self._transport, self._settings, partition, corpus, seqs)
+
+    def delete_partition_rows(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus,
+                              seqs: Sequence[int]) -> None:
+        """:func:`qdrant_partitions.delete_rows`.
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        qdrant_partitions.delete_rows(self._transport, self._settings, partition, corpus, seqs)
+
+    def drop_partition(self, conn: psycopg.Connection, partition: Partition, corpus: Corpus) -> None:
+        """:func:`qdrant_partitions.drop`.
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        qdrant_partitions.drop(self._transport, self._settings, partition, corpus)
+
+    def settle_partitions(self, corpus: Corpus, dimensions: Sequence[int]) -> None:
+        """:func:`qdrant_partitions.settle`.
+
+        Raises:
+            QdrantError: Qdrant failed.
+        """
+        qdrant_partitions.settle(self._transport, self._settings, corpus, dimensions)
 
     def write_file(self, conn: psycopg.Connection, tenant_id: str, store_id: str, store: StoreRow, file_id: str, *,
                    points: bool = True, upsert: bool = True, delete_stale: bool = True) -> int:
