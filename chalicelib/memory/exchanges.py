@@ -26,7 +26,7 @@ from chalicelib.embed.base import Embedder
 from chalicelib.errors import NotFoundError
 from chalicelib.memory.model import MemoryScope
 from chalicelib.memory.store import exchange_text, scope_predicate
-from chalicelib.search.backends.pgvector import PGVECTOR
+from chalicelib.search.backends.pgvector import PARTITION_MIN_ROWS, PGVECTOR
 from chalicelib.search.corpus import EXCHANGES, Scope
 from chalicelib.search.partitions import PartitionLegs, lookup, user_partition
 from chalicelib.search.ranking import Weights, rank
@@ -39,6 +39,14 @@ __all__ = ["CONTEXT_RESULTS", "SIMILARITY_THRESHOLD", "Exchange", "ExchangeHit",
 SIMILARITY_THRESHOLD = 0.65
 CONTEXT_RESULTS = 5
 _CANDIDATES = 50
+# The most exchanges of a scope the exact threshold check reads (a scope holding more is ranked without it): the
+# size up to which pgvector reads a user's history exactly anyway (search.backends.pgvector.PARTITION_MIN_ROWS).
+_EXACT_CHECK_ROWS = PARTITION_MIN_ROWS
+# How many of the scope's exchanges (of the query's dimension; at most %(cap)s) were read, and how many of them lie
+# within %(max_distance)s cosine distance of the query: by the user's (or agent's, run's) index, no ranking.
+_WITHIN = """SELECT count(*), count(*) FILTER (WHERE s.distance <= %(max_distance)s) FROM (
+    SELECT embedding <=> %(vector)s AS distance FROM exchanges
+    WHERE tenant_id = %(tenant)s AND {scope} AND embedding_dim = %(dim)s LIMIT %(cap)s) AS s"""
 
 _COLUMNS = """seq, id, tenant_id, user_id, agent_id, run_id, thread_id, session_id, response_id, user_prompt,
     assistant_response, prior_exchange_ids, continuation_seq, created_at"""
@@ -154,6 +162,8 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
         UpstreamError: embedding the query failed.
     """
     predicate, params = scope_predicate(scope)
+    if vector is not None and threshold > 0 and _none_within(conn, tenant_id, predicate, params, vector, threshold):
+        return []
     user_id = user_partition(EXCHANGES, tenant_id, scope.named())
     user = lookup(conn, EXCHANGES, tenant_id, user_id, embedder.dimension) if user_id is not None else None
     ranked = rank(conn, EXCHANGES, Scope(tenant_ids=(tenant_id,), predicate=predicate, params=params, rows=1,
@@ -167,6 +177,25 @@ def search(conn: psycopg.Connection, settings: Settings, tenant_id: str, scope: 
     with conn.cursor(row_factory=class_row(Exchange)) as cur:
         rows = {e.seq: e for e in cur.execute(_BY_SEQ, {"tenant": tenant_id, "seqs": [r.id for r in kept]})}
     return [ExchangeHit(rows[r.id], r.similarity or 0.0, r.score) for r in kept if r.id in rows]
+
+
+def _none_within(conn: psycopg.Connection, tenant_id: str, predicate: sql.Composable, params: dict[str, Any],
+                 vector: Sequence[float], threshold: float) -> bool:
+    """True when the scope (``predicate`` with its ``params``, :func:`~chalicelib.memory.store.scope_predicate`)
+    holds at most :data:`_EXACT_CHECK_ROWS` exchanges of ``vector``'s dimension and none of them reaches cosine
+    similarity ``threshold`` (in (0, 1]) to ``vector``: then no ranking could keep one, so :func:`search` answers
+    at once. The ranking's similarity is 1 − cosine distance, clamped to [0, 1] (``search.ranking``), so a row
+    reaches the threshold exactly when its distance is at most 1 − ``threshold``. Seed 004's threshold (0.65) is
+    rarely reached: this spares most responses the ranking's statements (~8 ms a response at LoCoMo's ~280
+    exchanges a user; ``benchmarks/responses_memory.py``). False when the scope holds more rows (they are ranked)."""
+    from pgvector import Vector
+
+    statement = sql.SQL(_WITHIN).format(scope=predicate)
+    row = conn.execute(statement, {**params, "tenant": tenant_id, "vector": Vector(list(vector)), "dim": len(vector),
+                                   "max_distance": 1.0 - threshold, "cap": _EXACT_CHECK_ROWS + 1}).fetchone()
+    assert row is not None
+    read, within = int(row[0]), int(row[1])
+    return read <= _EXACT_CHECK_ROWS and within == 0
 
 
 def thread_of(conn: psycopg.Connection, tenant_id: str, response_id: str) -> str | None:
