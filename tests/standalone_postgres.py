@@ -12,23 +12,16 @@ do in AWS. Unlike the session's shared database (``tests/conftest.py``), nothing
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import tempfile
 import warnings
 from pathlib import Path
 from types import TracebackType
 
+from tests.processes import free_port
+
 # The embedded database's major version (chalicelib.store.embedded.POSTGRES_MAJOR): pgvector is installed with it.
 POSTGRES_MAJOR = 16
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 nothing listens on right now (bound and released: another process could take it
-    before it is used, which ``start`` would report)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class StandalonePostgres:

@@ -31,7 +31,8 @@ from psycopg_pool import PoolTimeout
 from chalicelib import deps
 from chalicelib.config import Settings
 from chalicelib.errors import RETRY_AFTER_S
-from tests.standalone_postgres import StandalonePostgres, free_port
+from tests.processes import free_port
+from tests.standalone_postgres import StandalonePostgres
 
 TENANT = "acme"
 LIMIT_S = 10.0  # "fast": well under psycopg_pool's former 30 s wait, far above the ~0.05 s measured

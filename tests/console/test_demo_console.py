@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from playwright.sync_api import expect
 
 from engram_cli import demo_memory
 from tests.console.conftest import new_context, watched_tab
+from tests.processes import stop
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "demo-console"
@@ -62,9 +62,4 @@ def test_the_demo_prints_the_consoles_address_where_its_stores_and_adas_memories
     finally:
         if context is not None:
             context.close()
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(10)
+        stop(child)

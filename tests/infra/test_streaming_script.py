@@ -4,7 +4,6 @@ it must start the streaming front on AWS_LWA_PORT and answer the readiness check
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,13 +11,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from tests.processes import free_port
+
 READY_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_startup_script_serves_the_readiness_check(code_zip: zipfile.ZipFile, tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,17 +34,12 @@ from chalicelib import config, deps
 from tests.conftest import BOTH_BACKENDS, REPO
 from tests.events import state
 from tests.fakes.embedding_server import FakeEmbeddingServer
+from tests.processes import free_port, wait_healthy
 
 VECTOR_BACKENDS = BOTH_BACKENDS  # every test here runs on pgvector and on Qdrant
 
 TENANT = "acme"
 TEXT = b"Engram keeps the bytes of every uploaded file.\n\nThe pelican nests on the quay near the lighthouse.\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture()
@@ -145,7 +139,7 @@ def test_a_file_in_flight_at_stop_completes_after_the_restart(services):
 
 
 def test_a_sigkilled_serve_loses_nothing(services, settings, tmp_path):
-    api_port, aws_port = _free_port(), _free_port()
+    api_port, aws_port = free_port(), free_port()
     env = {**os.environ, "DATABASE_URL": settings.database_url, "ENGRAM_DATA_DIR": str(tmp_path),
            "ENGRAM_EMBEDDING_PROVIDER": "hashing", "ENGRAM_TENANT": TENANT, "ENGRAM_AUTH_MODE": "keys",
            "ENGRAM_METRICS": "off", "ENGRAM_INLINE_MAX_BYTES": "0"}
@@ -160,15 +154,7 @@ def test_a_sigkilled_serve_loses_nothing(services, settings, tmp_path):
         with connect(settings) as conn:
             ensure_tenant(conn, TENANT)
             key = api_keys.create_key(conn, TENANT)[1]
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{api_port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert child.poll() is None and time.monotonic() < deadline, child.stderr.read().decode()[-2000:]
-            time.sleep(0.2)
+        wait_healthy(f"http://127.0.0.1:{api_port}", child, 60)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{api_port}/v1", api_key=key, max_retries=0)
         upload = client.files.create(file=("killed.txt", TEXT), purpose="assistants")
         store = client.vector_stores.create(name="killed")
@@ -226,8 +212,8 @@ def test_a_sigkill_while_dropping_loses_nothing_after_one_sync(services, setting
     with connect(settings) as conn:
         ensure_tenant(conn, TENANT)
     started = time.monotonic()
-    serve, _ = _serve(settings, tmp_path, "serve", "--no-pump", "--port", str(_free_port()), "--aws-port",
-                      str(_free_port()))
+    serve, _ = _serve(settings, tmp_path, "serve", "--no-pump", "--port", str(free_port()), "--aws-port",
+                      str(free_port()))
     pump = None
     try:
         _wait(lambda: load_state(tmp_path) is not None, "the local stack", child=serve)

@@ -16,13 +16,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 from typer.testing import CliRunner
@@ -34,16 +31,11 @@ from chalicelib.store import vector_stores
 from chalicelib.store.db import connect
 from engram_cli.main import app
 from tests.conftest import REPO
+from tests.processes import free_port, stop, wait_healthy
 
 TENANT = "movers"
 FILES = {f"note-{i:02d}.txt": f"Note {i}: the heron {i} waits by the reed bed number {i} at dawn.".encode()
          for i in range(8)}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _pgvector_store(settings, embedder, name: str) -> vector_stores.VectorStore:
@@ -119,20 +111,12 @@ def test_with_engram_serve_holding_the_engine_the_stack_moves_the_store(settings
 
         key = api_keys.create_key(conn, TENANT)[1]
 
-    api_port = _free_port()
+    api_port = free_port()
     serve = subprocess.Popen([sys.executable, "-m", "engram_cli.main", "serve", "--port", str(api_port),
-                              "--aws-port", str(_free_port())], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                              "--aws-port", str(free_port())], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{api_port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read().decode()[-2000:]
-            time.sleep(0.2)
+        wait_healthy(f"http://127.0.0.1:{api_port}", serve, 90)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{api_port}/v1", api_key=key, max_retries=0)
         # serve opens the embedded engine's shards: a Qdrant store ingests through the stack
         upload = client.files.create(file=("held.txt", b"The stack holds the embedded engine now."),
@@ -163,9 +147,4 @@ def test_with_engram_serve_holding_the_engine_the_stack_moves_the_store(settings
             assert rows[name]["index"]["pending_files"] == 0
         assert rows["held"]["backend"] == "pgvector"
     finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait(10)
+        stop(serve, signal.SIGINT)
